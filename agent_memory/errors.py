@@ -1,0 +1,102 @@
+"""The whole exception tree of agent_memory.
+
+AgentMemoryError
+  ConfigError                 bad TOML or environment value; the message names the key
+  InvalidInput(ValueError)    input rejected before anything was written
+    EmptyContent, ContentTooLarge, InvalidEncoding, InvalidIdentifier, DuplicateTurn
+  NotFound(LookupError)       MemoryNotFound, TurnNotFound
+  StorageError                an engine failed; __cause__ is the engine's own exception
+    CorruptRecord             a log record or row failed its checksum
+    StoreLocked               another owner holds the data directory
+  ModelError                  the embedder or extractor failed, or returned malformed output
+  ClosedError                 used after close()
+"""
+
+from __future__ import annotations
+
+
+class AgentMemoryError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(AgentMemoryError):
+    """A configuration value is missing or malformed."""
+
+
+class InvalidInput(AgentMemoryError, ValueError):
+    """Input was rejected before anything was written."""
+
+
+class EmptyContent(InvalidInput):
+    def __init__(self) -> None:
+        super().__init__("Turn content is empty (or only whitespace); nothing was written")
+
+
+class ContentTooLarge(InvalidInput):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"Turn content is {size} bytes, over max_content_bytes={limit}; nothing was written"
+        )
+        self.size, self.limit = size, limit
+
+
+class InvalidEncoding(InvalidInput):
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"Turn content is not valid UTF-8 ({detail}); nothing was written")
+
+
+class InvalidIdentifier(InvalidInput):
+    def __init__(self, field: str, value: object, rule: str) -> None:
+        super().__init__(f"Invalid {field} {value!r}: {rule}; nothing was written")
+        self.field = field
+
+
+class DuplicateTurn(InvalidInput):
+    def __init__(self, namespace: str, session_id: str, turn_number: int) -> None:
+        super().__init__(
+            f"Turn {turn_number} of session {session_id!r} in namespace {namespace!r} "
+            "was already processed; nothing was written"
+        )
+
+
+class NotFound(AgentMemoryError, LookupError):
+    """Something looked up by id does not exist."""
+
+
+class MemoryNotFound(NotFound):
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(f"No memory with id {memory_id!r}")
+        self.memory_id = memory_id
+
+
+class TurnNotFound(NotFound):
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(f"No turn with id {turn_id!r}")
+        self.turn_id = turn_id
+
+
+class StorageError(AgentMemoryError):
+    """An engine failed; ``__cause__`` holds the engine's own exception."""
+
+
+class CorruptRecord(StorageError):
+    """A stored record failed its checksum or could not be parsed."""
+
+
+class StoreLocked(StorageError):
+    def __init__(self, path: str, owner_pid: int | None) -> None:
+        owner = f"process {owner_pid}" if owner_pid else "another process"
+        super().__init__(
+            f"Data directory {path} is owned by {owner} (lock file owner.lock); "
+            "reach it through that process, or stop it first"
+        )
+        self.owner_pid = owner_pid
+
+
+class ModelError(AgentMemoryError):
+    """The embedder or extractor failed, or returned malformed output."""
+
+
+class ClosedError(AgentMemoryError):
+    def __init__(self, what: str = "MemoryManager") -> None:
+        super().__init__(f"{what} is closed; open it again before use")

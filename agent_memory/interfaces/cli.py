@@ -1,0 +1,158 @@
+"""The `agent-memory` command line. Opens the store directly (the daemon arrives with `serve`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from agent_memory.config import Config, load_config
+from agent_memory.errors import AgentMemoryError
+from agent_memory.manager import MemoryManager
+from agent_memory.models import RetrievalResult
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agent-memory", description="A local-first memory for AI agents.")
+    parser.add_argument("--data-dir", type=Path, help="data directory (default: config data_dir, ~/.agent_memory)")
+    parser.add_argument("--config", type=Path, help="a TOML config file (see config/default.toml)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress and warnings")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="ingest turns from a file")
+    ingest.add_argument("file", type=Path)
+    ingest.add_argument("--format", choices=["jsonl", "locomo", "longmemeval"], default="jsonl")
+    ingest.add_argument("--namespace", help="put every turn in this namespace")
+    ingest.add_argument("--batch", type=int, default=64, help="turns per transaction (default 64)")
+    ingest.add_argument("--limit", type=int, help="ingest at most this many turns")
+
+    search = commands.add_parser("search", help="retrieve memories for a query")
+    search.add_argument("query")
+    search.add_argument("-k", type=int, default=5)
+    search.add_argument("--namespace", default="default")
+    search.add_argument("--json", action="store_true", help="print JSON")
+
+    stats = commands.add_parser("stats", help="counts from every store")
+    stats.add_argument("--json", action="store_true")
+
+    doctor = commands.add_parser("doctor", help="check that the stores agree; --repair rebuilds projections")
+    doctor.add_argument("--repair", action="store_true")
+
+    demo = commands.add_parser("demo", help="ingest a sample conversation, answer questions, reopen")
+    demo.add_argument("--data", type=Path, help="a JSONL conversation (default: data/sample_conversation.jsonl)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        config = _config(args)
+        if args.command == "demo":
+            from agent_memory.interfaces.demo import run_demo
+
+            return asyncio.run(run_demo(args.data, data_dir=args.data_dir, config=config))
+        return asyncio.run(COMMANDS[args.command](config, args))
+    except AgentMemoryError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _config(args: argparse.Namespace) -> Config:
+    overrides = {"data_dir": str(args.data_dir)} if args.data_dir else {}
+    return load_config(args.config, **overrides)
+
+
+async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from agent_memory.bench.datasets import READERS
+
+    turns = READERS[args.format](args.file)
+    if args.limit:
+        turns = islice(turns, args.limit)
+    saved = total = 0
+    async with MemoryManager.open(config) as manager:
+        with tqdm(unit="turn", desc="ingest", disable=not sys.stderr.isatty()) as bar:
+            while batch := list(islice(turns, args.batch)):
+                if args.namespace:
+                    batch = [_with_namespace(t, args.namespace) for t in batch]
+                results = await manager.process_turns(batch)
+                saved += sum(r.saved for r in results)
+                total += len(results)
+                bar.update(len(results))
+    print(f"ingested {total} turns, {saved} kept as memories, into {config.data_dir}")
+    return 0
+
+
+def _with_namespace(turn: Any, namespace: str) -> Any:
+    from dataclasses import replace
+
+    return replace(turn, namespace=namespace)
+
+
+async def cmd_search(config: Config, args: argparse.Namespace) -> int:
+    async with MemoryManager.open(config) as manager:
+        results = await manager.retrieve(args.query, k=args.k, namespace=args.namespace)
+    if args.json:
+        print(json.dumps([result_json(r) for r in results], indent=2))
+    else:
+        for result in results:
+            print(format_result(result))
+        if not results:
+            print("no memories matched")
+    return 0
+
+
+def result_json(result: RetrievalResult) -> dict[str, Any]:
+    m = result.memory
+    return {
+        "rank": result.rank, "score": result.score, "memory_id": m.memory_id, "content": m.content,
+        "session_id": m.session_id, "event_at": m.event_at.isoformat(), "type": m.memory_type.value,
+        "layers": {name: {"rank": h.rank, "score": h.score} for name, h in result.layers.items()},
+    }
+
+
+def format_result(result: RetrievalResult) -> str:
+    m = result.memory
+    return (
+        f"{result.rank:>2}. [{m.event_at:%Y-%m-%d} {m.session_id}] {m.content}\n"
+        f"    {result.explain()}"
+    )
+
+
+async def cmd_stats(config: Config, args: argparse.Namespace) -> int:
+    async with MemoryManager.open(config) as manager:
+        stats = await manager.stats()
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        for section, value in stats.items():
+            print(f"{section}: {value}")
+    return 0
+
+
+async def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
+    async with MemoryManager.open(config) as manager:
+        report = await manager.doctor(repair=args.repair)
+    print(f"memories={report.memories} turns={report.turns} pending_outbox={report.pending_outbox}")
+    for action in report.repaired:
+        print(f"repaired: {action}")
+    for problem in report.disagreements:
+        print(f"DISAGREES {problem}")
+    print("consistent" if report.consistent else "INCONSISTENT (run `agent-memory doctor --repair`)")
+    return 0 if report.consistent else 1
+
+
+COMMANDS = {"ingest": cmd_ingest, "search": cmd_search, "stats": cmd_stats, "doctor": cmd_doctor}
+
+if __name__ == "__main__":
+    sys.exit(main())

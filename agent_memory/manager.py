@@ -1,0 +1,330 @@
+"""MemoryManager: the one object agents talk to, and the only code that touches more than one store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import datetime
+from typing import Any, Self
+
+from agent_memory import doctor
+from agent_memory.cognition.extraction import SimpleExtractor
+from agent_memory.cognition.retrieval import fts_query, fuse
+from agent_memory.cognition.save_decision import PhaticFilter, SaveDecider
+from agent_memory.config import Config
+from agent_memory.embeddings.text import Embedder, MiniLmEmbedder
+from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNotFound
+from agent_memory.models import (
+    DoctorReport,
+    EmotionalContext,
+    LogPosition,
+    LogRecord,
+    Memory,
+    MemoryId,
+    MemoryStatus,
+    RetrievalResult,
+    Tier,
+    TurnId,
+    TurnInput,
+    TurnResult,
+    TurnRow,
+    new_id,
+    utc_now,
+)
+from agent_memory.storage.base import GraphStore, VectorStore
+from agent_memory.storage.graph import KuzuGraph
+from agent_memory.storage.journal import JsonlJournal, encode_record
+from agent_memory.storage.lock import OwnerLock
+from agent_memory.storage.outbox import TEXT, Projector
+from agent_memory.storage.records import SqliteRecords, TurnCommit
+from agent_memory.validation import check_emotion, check_turn, turn_from_mapping
+
+log = logging.getLogger(__name__)
+TurnKey = tuple[str, str, int]
+
+
+class MemoryManager:
+    """`async with MemoryManager.open(config) as m:`, or `m = MemoryManager(config); await m.initialize()`."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        embedder: Embedder | None = None,
+        extractor: SimpleExtractor | None = None,
+        decider: SaveDecider | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self._owns_embedder = embedder is None
+        self.embedder: Embedder = embedder or MiniLmEmbedder(
+            config.embedding.model_path, batch_size=config.embedding.batch_size
+        )
+        self.extractor = extractor or SimpleExtractor(
+            max_keywords=config.extraction.max_keywords, max_entities=config.extraction.max_entities
+        )
+        self.decider: SaveDecider = decider or PhaticFilter()
+        self._stack: AsyncExitStack | None = None
+        self._inflight: set[TurnKey] = set()
+        self.recovered_turns = 0
+
+    # ----- lifecycle ---------------------------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, config: Config, **parts: Any) -> AsyncIterator[Self]:
+        manager = cls(config, **parts)
+        await manager.initialize()
+        try:
+            yield manager
+        finally:
+            await manager.close()
+
+    async def initialize(self) -> None:
+        """Take the owner lock, open the four stores, recover unindexed turns, replay the outbox."""
+        if self._stack is not None:
+            return
+        data_dir = self.config.data_dir
+        async with AsyncExitStack() as stack:
+            lock = OwnerLock(data_dir / "owner.lock")
+            lock.acquire()
+            stack.callback(lock.release)
+            self.journal = await JsonlJournal.open(
+                data_dir / "logs", fsync=self.config.journal.fsync == "always",
+                segment_max_bytes=self.config.journal.segment_max_bytes,
+            )
+            stack.push_async_callback(self.journal.aclose)
+            self.records = await SqliteRecords.open(data_dir / "memory.db")
+            stack.push_async_callback(self.records.aclose)
+            self.graph: GraphStore = await KuzuGraph.open(data_dir / "graph")
+            stack.push_async_callback(self.graph.aclose)
+            self.vectors: VectorStore = await _open_vectors(self.config)
+            stack.push_async_callback(self.vectors.aclose)
+            if self._owns_embedder:
+                stack.push_async_callback(self.embedder.aclose)
+            self.projector = Projector(
+                self.records, self.graph, self.vectors, clock=self.clock, batch=self.config.projector_batch,
+                retry_delay=self.config.outbox_retry_delay,
+            )
+            await asyncio.gather(self.embedder.load(), asyncio.to_thread(self.extractor.warm_up))
+            await self._recover_unindexed_turns()
+            await self.projector.drain()
+            self.projector.start()
+            stack.push_async_callback(self.projector.stop)
+            self._stack = stack.pop_all()
+
+    async def close(self) -> None:
+        """Finish projecting, then close every engine in reverse order. Idempotent."""
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return
+        try:
+            await self.projector.drain()
+        finally:
+            await stack.aclose()
+
+    def _check_open(self) -> None:
+        if self._stack is None:
+            raise ClosedError()
+
+    # ----- the write path ----------------------------------------------------------------------------
+
+    async def process_turn(
+        self, session_id: str, turn_number: int, content: str | bytes, *, role: str = "user",
+        emotional_context: EmotionalContext | Mapping[str, float] | None = None, at: datetime | None = None,
+        namespace: str = "default",
+    ) -> TurnResult:
+        """Log the turn (durably), decide whether it becomes a memory, and commit it with its projections."""
+        turn = TurnInput(session_id, turn_number, content, role, emotional_context, at, namespace)
+        return (await self.process_turns([turn]))[0]
+
+    async def process_turns(self, turns: Sequence[TurnInput | Mapping[str, Any]]) -> list[TurnResult]:
+        """Bulk ingest: one log fsync, one embedding batch and one SQLite transaction for the lot.
+
+        Every turn is validated first; one bad turn rejects the batch and nothing is written.
+        """
+        self._check_open()
+        now = self.clock()
+        checked = [self._validate(t, i, now) for i, t in enumerate(turns)]
+        keys = [(t.namespace, t.session_id, t.turn_number) for t, _ in checked]
+        await self._claim(keys)
+        try:
+            records = [
+                LogRecord(TurnId(new_id()), t.namespace, t.session_id, t.turn_number, role, str(t.content),
+                          t.at or now, check_emotion(t.emotional_context))
+                for t, role in checked
+            ]
+            positions = await self.journal.append_many(records)
+            return await self._commit(records, positions)
+        finally:
+            self._inflight.difference_update(keys)
+
+    def _validate(self, turn: TurnInput | Mapping[str, Any], index: int, now: datetime) -> tuple[TurnInput, Any]:
+        if not isinstance(turn, TurnInput):
+            turn = turn_from_mapping(turn)
+        try:
+            checked, _, role = check_turn(turn, max_bytes=self.config.max_content_bytes, now=now)
+        except InvalidInput as exc:
+            if index:
+                exc.args = (f"turn #{index}: {exc.args[0]}",)
+            raise
+        return checked, role
+
+    async def _claim(self, keys: list[TurnKey]) -> None:
+        seen: set[TurnKey] = set()
+        for key in keys:
+            if key in seen or key in self._inflight or await self.records.turn_exists(*key):
+                raise DuplicateTurn(*key)
+            seen.add(key)
+        self._inflight.update(keys)
+
+    async def _commit(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> list[TurnResult]:
+        now = self.clock()
+        decisions = [self.decider.decide(r.content, role=r.role.value) for r in records]
+        to_embed = [r.content for r, d in zip(records, decisions, strict=True) if d.save]
+        vectors = iter(await self.embedder.embed(to_embed))
+        commits, results = [], []
+        for record, position, decision in zip(records, positions, decisions, strict=True):
+            checksum = encode_record(record)[1]
+            turn = TurnRow(record.turn_id, record.namespace, record.session_id, record.turn_number, record.role,
+                           record.at, position, checksum)
+            memory = self._memory_for(record, decision, now) if decision.save else None
+            embedding = next(vectors).astype("<f4").tobytes() if memory else None
+            commits.append(TurnCommit(turn, decision, memory, embedding, self.embedder.name))
+            results.append(TurnResult(record.turn_id, position, decision.save,
+                                      memory.memory_id if memory else None, decision))
+        await self.records.commit_turns(commits, now=now)
+        self.projector.notify()
+        return results
+
+    def _memory_for(self, record: LogRecord, decision: Any, now: datetime) -> Memory:
+        extraction = self.extractor.extract(record.content)
+        emotion = record.emotional_context or EmotionalContext()
+        return Memory(
+            memory_id=MemoryId(new_id()), namespace=record.namespace, memory_type=decision.memory_type,
+            content=record.content, keywords=extraction.keywords, entities=extraction.entities,
+            created_at=now, event_at=record.at, last_accessed_at=None, access_count=0, generation=0,
+            tier=Tier.HOT, status=MemoryStatus.ACTIVE, superseded_by=None, valence=emotion.valence,
+            arousal=emotion.arousal, surprise=0.0, importance=decision.importance,
+            confidence=decision.confidence, decay_score=1.0, source_turn_id=record.turn_id,
+            session_id=record.session_id, revision=1,
+        )
+
+    async def _recover_unindexed_turns(self) -> None:
+        """Turns that reached the log but not SQLite (a crash in between) are processed now: the log is truth."""
+        start = await self.records.last_position()
+        pending: list[tuple[LogPosition, LogRecord]] = []
+        async for position, record in self.journal.scan(start):
+            pending.append((position, record))
+        known = await self.records.known_turn_ids(r.turn_id for _, r in pending)
+        fresh = []
+        for position, record in pending:
+            key = (record.namespace, record.session_id, record.turn_number)
+            if record.turn_id in known:
+                continue
+            if await self.records.turn_exists(*key):
+                log.warning("recovery: log record %s repeats turn %s; the indexed one stands", record.turn_id, key)
+                continue
+            fresh.append((position, record))
+        if fresh:
+            log.warning("recovery: indexing %d turns found in the log but not in SQLite", len(fresh))
+            await self._commit([r for _, r in fresh], [p for p, _ in fresh])
+            self.recovered_turns = len(fresh)
+
+    # ----- the read path -----------------------------------------------------------------------------
+
+    async def retrieve(
+        self, query: str, *, emotional_context: EmotionalContext | Mapping[str, float] | None = None,
+        k: int | None = None, namespace: str = "default",
+    ) -> list[RetrievalResult]:
+        """BM25 and semantic search run concurrently, fused by reciprocal rank fusion, explained per layer."""
+        self._check_open()
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("The query is empty")
+        k = k or self.config.retrieval.default_k
+        mood = check_emotion(emotional_context)
+        await self.projector.drain()
+        limit = self.config.retrieval.candidate_limit
+        keyword, semantic = await asyncio.gather(
+            self.records.keyword_search(namespace, fts_query(query), limit=limit),
+            self._semantic(query, namespace, limit),
+        )
+        rankings = {"keyword": keyword, "semantic": semantic}
+        memories = await self.records.get_memories([i for hits in rankings.values() for i, _ in hits])
+        results = fuse(rankings, memories, k=k, rrf_k=self.config.retrieval.rrf_k, mood=mood,
+                       mood_weight=self.config.retrieval.mood_weight)
+        await self.records.record_retrieval(
+            new_id(), namespace, query, at=self.clock(), k=k,
+            results=[(r.memory.memory_id, r.score) for r in results],
+        )
+        return results
+
+    async def _semantic(self, query: str, namespace: str, limit: int) -> list[tuple[str, float]]:
+        vector = (await self.embedder.embed([query]))[0]
+        hits = await self.vectors.search(
+            TEXT, vector.tolist(), limit=limit, where={"namespace": namespace, "status": "active"}
+        )
+        return [(h.memory_id, h.score) for h in hits]
+
+    async def get(self, memory_id: str) -> Memory:
+        self._check_open()
+        return await self.records.get_memory(memory_id)
+
+    async def read_turn(self, turn_id: str) -> LogRecord:
+        """The turn exactly as it was logged, read back through its byte offset."""
+        self._check_open()
+        row = await self.records.get_turn(turn_id)
+        if row is None:
+            raise TurnNotFound(turn_id)
+        return await self.journal.read(row.position)
+
+    async def flush(self) -> int:
+        """Apply every pending projection now; returns how many outbox rows were applied."""
+        self._check_open()
+        return await self.projector.drain()
+
+    async def stats(self) -> dict[str, Any]:
+        """Counts from every store, after the pending projections are applied."""
+        self._check_open()
+        await self.projector.drain()
+        return {
+            "data_dir": str(self.config.data_dir),
+            "pid": os.getpid(),
+            "records": await self.records.counts(),
+            "graph": await self.graph.counts(),
+            "vectors": {TEXT: await self.vectors.count(TEXT)},
+            "pending_outbox": await self.records.pending_outbox_count(),
+            "log_bytes": await asyncio.to_thread(self.journal.total_bytes),
+            "schema_version": await self.records.schema_version(),
+        }
+
+    async def doctor(self, *, repair: bool = False) -> DoctorReport:
+        """Compare the stores (ids and log offsets); with `repair`, rebuild the projections from SQLite."""
+        self._check_open()
+        await self.projector.drain()
+        report = await doctor.check(self.records, self.graph, self.vectors, self.journal)
+        if repair and not report.consistent:
+            repaired = await doctor.rebuild(self.records, self.graph, self.vectors, report)
+            report = await doctor.check(self.records, self.graph, self.vectors, self.journal)
+            report = DoctorReport(report.memories, report.turns, report.pending_outbox,
+                                  report.disagreements, repaired)
+        return report
+
+
+async def _open_vectors(config: Config) -> VectorStore:
+    if config.vectors.url:
+        from agent_memory.storage.server_vectors import QdrantServerVectors
+
+        return await QdrantServerVectors.open(
+            config.vectors.url, api_key=config.vectors.api_key, prefix=config.vectors.collection_prefix,
+            dimensions={"text": config.embedding.dimension, "image": 512},
+        )
+    from agent_memory.storage.vectors import EdgeVectors
+
+    return await EdgeVectors.open(
+        config.data_dir / "vectors", dimensions={"text": config.embedding.dimension, "image": 512}
+    )

@@ -1,0 +1,273 @@
+"""Frozen value types shared by every layer. No I/O here."""
+
+from __future__ import annotations
+
+import enum
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, NewType
+
+MemoryId = NewType("MemoryId", str)
+TurnId = NewType("TurnId", str)
+Vector = Sequence[float]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    """A time-ordered UUID (version 7 layout): sorts by creation, valid as a Qdrant point id."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64
+    value |= 0b10 << 62 | rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+class Role(enum.StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class MemoryType(enum.StrEnum):
+    SEMANTIC = "semantic"
+    PREFERENCE = "preference"
+    EPISODIC = "episodic"
+    PROCEDURAL = "procedural"
+
+
+class Tier(enum.StrEnum):
+    HOT = "hot"
+    WARM = "warm"
+    COLD = "cold"
+
+
+class MemoryStatus(enum.StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    MERGED = "merged"
+    ERASED = "erased"
+
+
+class DecisionPath(enum.StrEnum):
+    FAST = "fast"
+    LLM = "llm"
+    HEURISTIC = "heuristic"
+    FALLBACK = "fallback"
+    RULE = "rule"
+
+
+@dataclass(frozen=True, slots=True)
+class EmotionalContext:
+    """Valence in [-1, 1], arousal in [0, 1]."""
+
+    valence: float = 0.0
+    arousal: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not -1.0 <= self.valence <= 1.0:
+            raise ValueError(f"valence must be within [-1, 1], got {self.valence}")
+        if not 0.0 <= self.arousal <= 1.0:
+            raise ValueError(f"arousal must be within [0, 1], got {self.arousal}")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> EmotionalContext | None:
+        if data is None:
+            return None
+        return cls(float(data.get("valence", 0.0)), float(data.get("arousal", 0.0)))
+
+    def as_dict(self) -> dict[str, float]:
+        return {"valence": self.valence, "arousal": self.arousal}
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """One conversation turn as an agent hands it over."""
+
+    session_id: str
+    turn_number: int
+    content: str | bytes
+    role: str = "user"
+    emotional_context: EmotionalContext | Mapping[str, float] | None = None
+    at: datetime | None = None
+    namespace: str = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One JSONL line of the raw log."""
+
+    turn_id: TurnId
+    namespace: str
+    session_id: str
+    turn_number: int
+    role: Role
+    content: str
+    at: datetime
+    emotional_context: EmotionalContext | None
+    checksum: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LogPosition:
+    segment: int
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    turn_id: TurnId
+    namespace: str
+    session_id: str
+    turn_number: int
+    role: Role
+    at: datetime
+    position: LogPosition
+    checksum: str
+
+
+@dataclass(frozen=True, slots=True)
+class SaveDecision:
+    save: bool
+    reason: str
+    path: DecisionPath
+    memory_type: MemoryType = MemoryType.EPISODIC
+    confidence: float = 1.0
+    importance: float = 0.5
+    features: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    entities: tuple[str, ...]
+    keywords: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    memory_id: MemoryId
+    namespace: str
+    memory_type: MemoryType
+    content: str
+    keywords: tuple[str, ...]
+    entities: tuple[str, ...]
+    created_at: datetime
+    event_at: datetime
+    last_accessed_at: datetime | None
+    access_count: int
+    generation: int
+    tier: Tier
+    status: MemoryStatus
+    superseded_by: MemoryId | None
+    valence: float
+    arousal: float
+    surprise: float
+    importance: float
+    confidence: float
+    decay_score: float
+    source_turn_id: TurnId | None
+    session_id: str | None
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    turn_id: TurnId
+    position: LogPosition
+    saved: bool
+    memory_id: MemoryId | None
+    decision: SaveDecision
+
+    @property
+    def reason(self) -> str:
+        return self.decision.reason
+
+
+@dataclass(frozen=True, slots=True)
+class LayerHit:
+    """One search layer's opinion of one memory."""
+
+    layer: str
+    rank: int  # 1-based; 0 for a weighting signal that ranks nothing (mood)
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalResult:
+    memory: Memory
+    score: float
+    rank: int
+    layers: Mapping[str, LayerHit]
+
+    def explain(self) -> str:
+        parts = [
+            f"{h.layer} {h.score:.2f}" if h.rank == 0 else f"{h.layer} #{h.rank} ({h.score:.3f})"
+            for h in self.layers.values()
+        ]
+        return f"fused {self.score:.4f} from " + ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorItem:
+    memory_id: MemoryId
+    vector: Vector
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    memory_id: MemoryId
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class GraphMemory:
+    """What the graph projection holds of a memory: enough to link it, nothing to rank it."""
+
+    memory_id: MemoryId
+    namespace: str
+    memory_type: MemoryType
+    created_at: datetime
+    session_id: str | None
+    previous_in_session: MemoryId | None
+    entities: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    outbox_id: int
+    op: str
+    memory_id: MemoryId
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Disagreement:
+    store: str
+    kind: str
+    ids: tuple[str, ...]
+
+    def __str__(self) -> str:
+        shown = ", ".join(self.ids[:5]) + (" ..." if len(self.ids) > 5 else "")
+        return f"{self.store}: {self.kind} ({len(self.ids)}): {shown}"
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    memories: int
+    turns: int
+    pending_outbox: int
+    disagreements: tuple[Disagreement, ...]
+    repaired: tuple[str, ...] = ()
+
+    @property
+    def consistent(self) -> bool:
+        return not self.disagreements

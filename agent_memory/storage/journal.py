@@ -1,0 +1,231 @@
+"""The raw log: append-only JSONL segments, byte-offset addressed, checksummed, crash-tolerant.
+
+Every blocking file call runs on one owner thread, so the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agent_memory.errors import ClosedError, CorruptRecord, StorageError
+from agent_memory.models import EmotionalContext, LogPosition, LogRecord, Role, TurnId
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+SEGMENT_RE = re.compile(r"^segment-(\d{8})\.jsonl$")
+
+
+def segment_name(number: int) -> str:
+    return f"segment-{number:08d}.jsonl"
+
+
+def record_to_dict(record: LogRecord) -> dict[str, Any]:
+    emotion = record.emotional_context.as_dict() if record.emotional_context else None
+    return {
+        "v": 1,
+        "turn_id": record.turn_id,
+        "namespace": record.namespace,
+        "session_id": record.session_id,
+        "turn_number": record.turn_number,
+        "role": record.role.value,
+        "content": record.content,
+        "at": record.at.isoformat(),
+        "emotional_context": emotion,
+    }
+
+
+def checksum_of(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+def encode_record(record: LogRecord) -> tuple[bytes, str]:
+    body = record_to_dict(record)
+    checksum = checksum_of(body)
+    line = json.dumps({**body, "checksum": checksum}, ensure_ascii=False, separators=(",", ":"))
+    return (line + "\n").encode("utf-8"), checksum
+
+
+def decode_record(raw: bytes, where: str) -> LogRecord:
+    try:
+        data = json.loads(raw)
+        stored = data.pop("checksum")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptRecord(f"Log record at {where} is not a valid JSON record: {exc}") from exc
+    if checksum_of(data) != stored:
+        raise CorruptRecord(f"Log record at {where} fails its checksum")
+    return LogRecord(
+        turn_id=TurnId(data["turn_id"]),
+        namespace=data["namespace"],
+        session_id=data["session_id"],
+        turn_number=int(data["turn_number"]),
+        role=Role(data["role"]),
+        content=data["content"],
+        at=datetime.fromisoformat(data["at"]),
+        emotional_context=EmotionalContext.from_mapping(data["emotional_context"]),
+        checksum=stored,
+    )
+
+
+class JsonlJournal:
+    """Append-only segments `logs/segment-NNNNNNNN.jsonl`; a record is addressed by (segment, offset, length)."""
+
+    def __init__(self, directory: Path, *, fsync: bool = True, segment_max_bytes: int = 64 << 20) -> None:
+        self._dir = directory
+        self._fsync = fsync
+        self._max = segment_max_bytes
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="journal")
+        self._segment = 0
+        self._fd = -1
+        self._size = 0
+        self._closed = False
+
+    @classmethod
+    async def open(cls, directory: Path, *, fsync: bool = True, segment_max_bytes: int = 64 << 20) -> JsonlJournal:
+        journal = cls(directory, fsync=fsync, segment_max_bytes=segment_max_bytes)
+        await journal._call(journal._open_sync)
+        return journal
+
+    async def _call(self, fn: Callable[..., T], /, *args: Any) -> T:
+        if self._closed:
+            raise ClosedError("Journal")
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+
+    def segments(self) -> list[int]:
+        found = (SEGMENT_RE.match(p.name) for p in self._dir.iterdir())
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def _open_sync(self) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        numbers = self.segments()
+        self._segment = numbers[-1] if numbers else 1
+        path = self._dir / segment_name(self._segment)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self._size = self._repair_tail(path)
+
+    def _repair_tail(self, path: Path) -> int:
+        """Cut a torn last line (a crash mid-write) and return the clean size."""
+        data = path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep < len(data):
+            log.warning("journal: cutting a torn last record of %d bytes in %s", len(data) - keep, path.name)
+        if keep > 0:
+            start = data.rfind(b"\n", 0, keep - 1) + 1
+            try:
+                decode_record(data[start:keep], f"{path.name}:{start}")
+            except CorruptRecord:
+                log.warning("journal: cutting an unreadable last record at %s:%d", path.name, start)
+                keep = start
+        if keep < len(data):
+            os.truncate(path, keep)
+            os.fsync(self._fd)
+        return keep
+
+    async def append(self, record: LogRecord) -> LogPosition:
+        raw, _ = encode_record(record)
+        return await self._call(self._append_sync, raw)
+
+    async def append_many(self, records: list[LogRecord]) -> list[LogPosition]:
+        """Append a batch with one fsync at the end: every record is durable when this returns."""
+        raws = [encode_record(r)[0] for r in records]
+        return await self._call(self._append_many_sync, raws)
+
+    def _append_many_sync(self, raws: list[bytes]) -> list[LogPosition]:
+        positions = [self._write(raw) for raw in raws]
+        if self._fsync and raws:
+            os.fsync(self._fd)
+        return positions
+
+    def _append_sync(self, raw: bytes) -> LogPosition:
+        position = self._write(raw)
+        if self._fsync:
+            os.fsync(self._fd)
+        return position
+
+    def _write(self, raw: bytes) -> LogPosition:
+        if self._size and self._size + len(raw) > self._max:
+            self._rotate()
+        offset = self._size
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            raise StorageError(f"Cannot append to the log segment {self._segment}: {exc}") from exc
+        self._size += len(raw)
+        return LogPosition(self._segment, offset, len(raw))
+
+    def _rotate(self) -> None:
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._segment += 1
+        path = self._dir / segment_name(self._segment)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self._size = 0
+        dir_fd = os.open(self._dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    async def read(self, position: LogPosition) -> LogRecord:
+        return await self._call(self._read_sync, position)
+
+    def _read_sync(self, position: LogPosition) -> LogRecord:
+        path = self._dir / segment_name(position.segment)
+        where = f"{path.name}:{position.offset}"
+        try:
+            with path.open("rb") as fh:
+                fh.seek(position.offset)
+                raw = fh.read(position.length)
+        except OSError as exc:
+            raise StorageError(f"Cannot read the log at {where}: {exc}") from exc
+        if len(raw) != position.length or not raw.endswith(b"\n"):
+            raise CorruptRecord(f"Log record at {where} is truncated ({len(raw)} of {position.length} bytes)")
+        return decode_record(raw, where)
+
+    async def scan(self, start: LogPosition | None = None) -> AsyncIterator[tuple[LogPosition, LogRecord]]:
+        """Every record from `start` (inclusive) to the end, in log order."""
+        batches = await self._call(lambda: list(self._scan_sync(start)))
+        for item in batches:
+            yield item
+
+    def _scan_sync(self, start: LogPosition | None) -> Iterator[tuple[LogPosition, LogRecord]]:
+        for number in self.segments():
+            if start and number < start.segment:
+                continue
+            offset = start.offset if start and number == start.segment else 0
+            with (self._dir / segment_name(number)).open("rb") as fh:
+                fh.seek(offset)
+                for raw in fh:
+                    if not raw.endswith(b"\n"):
+                        break
+                    position = LogPosition(number, offset, len(raw))
+                    yield position, decode_record(raw, f"{segment_name(number)}:{offset}")
+                    offset += len(raw)
+
+    def total_bytes(self) -> int:
+        return sum((self._dir / segment_name(n)).stat().st_size for n in self.segments())
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        await self._call(self._close_sync)
+        self._closed = True
+        self._thread.shutdown(wait=True)
+
+    def _close_sync(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,428 @@
+"""SQLite records through aiosqlite: the truth for what is remembered.
+
+One writer connection (every write transaction is `BEGIN IMMEDIATE`, serialised by a lock) and one reader
+connection; WAL lets the reader run beside the writer. Migrations are numbered SQL files applied in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from agent_memory.errors import ClosedError, MemoryNotFound, StorageError
+from agent_memory.models import (
+    GraphMemory,
+    LogPosition,
+    Memory,
+    MemoryId,
+    MemoryStatus,
+    MemoryType,
+    OutboxItem,
+    SaveDecision,
+    Tier,
+    TurnId,
+    TurnRow,
+    Role,
+)
+
+MEMORY_COLUMNS = (
+    "memory_id, namespace, memory_type, content, keywords, created_at, event_at, last_accessed_at, "
+    "access_count, generation, tier, status, superseded_by, valence, arousal, surprise, importance, "
+    "confidence, decay_score, source_turn_id, session_id, revision"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCommit:
+    """Everything one processed turn writes, committed in a single transaction."""
+
+    turn: TurnRow
+    decision: SaveDecision
+    memory: Memory | None = None
+    embedding: bytes | None = None
+    embedding_model: str = ""
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    folder = resources.files("agent_memory.storage") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name[:4]), entry.name, entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def _ts(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+class SqliteRecords:
+    def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+        self._writer, self._reader = writer, reader
+        self._write_lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path) -> SqliteRecords:
+        try:
+            writer = await aiosqlite.connect(path, isolation_level=None)
+            await _configure(writer)
+            await _migrate(writer)
+            reader = await aiosqlite.connect(path, isolation_level=None)
+            await _configure(reader)
+        except sqlite3.Error as exc:
+            raise StorageError(f"Cannot open the records database {path}: {exc}") from exc
+        return cls(writer, reader)
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._reader.close()
+            await self._writer.close()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        if self._closed:
+            raise ClosedError("SqliteRecords")
+        async with self._write_lock:
+            try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+                yield self._writer
+                await self._writer.execute("COMMIT")
+            except BaseException as exc:
+                await self._writer.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StorageError(f"SQLite write failed: {exc}") from exc
+                raise
+
+    async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        if self._closed:
+            raise ClosedError("SqliteRecords")
+        try:
+            async with self._reader.execute(sql, params) as cursor:
+                return list(await cursor.fetchall())
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite read failed: {exc}") from exc
+
+    # ----- turns -------------------------------------------------------------------------------------
+
+    async def turn_exists(self, namespace: str, session_id: str, turn_number: int) -> bool:
+        rows = await self._fetch(
+            "SELECT 1 FROM turns WHERE namespace = ? AND session_id = ? AND turn_number = ?",
+            (namespace, session_id, turn_number),
+        )
+        return bool(rows)
+
+    async def known_turn_ids(self, turn_ids: Iterable[str]) -> set[str]:
+        ids = list(turn_ids)
+        known: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetch(f"SELECT turn_id FROM turns WHERE turn_id IN ({marks})", chunk)
+            known.update(r[0] for r in rows)
+        return known
+
+    async def last_position(self) -> LogPosition | None:
+        rows = await self._fetch(
+            "SELECT segment, offset, length FROM turns ORDER BY segment DESC, offset DESC LIMIT 1"
+        )
+        return LogPosition(*rows[0]) if rows else None
+
+    async def turns(self) -> list[TurnRow]:
+        rows = await self._fetch(
+            "SELECT turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, checksum "
+            "FROM turns ORDER BY segment, offset"
+        )
+        return [_turn_row(r) for r in rows]
+
+    async def get_turn(self, turn_id: str) -> TurnRow | None:
+        rows = await self._fetch(
+            "SELECT turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, checksum "
+            "FROM turns WHERE turn_id = ?",
+            (turn_id,),
+        )
+        return _turn_row(rows[0]) if rows else None
+
+    async def commit_turns(self, commits: Sequence[TurnCommit], *, now: datetime) -> None:
+        """Turn rows, memories, entities, decisions and outbox rows: all or nothing."""
+        async with self.transaction() as db:
+            for commit in commits:
+                await _insert_turn(db, commit, now)
+
+    # ----- memories ----------------------------------------------------------------------------------
+
+    async def find_memory(self, memory_id: str) -> Memory | None:
+        found = await self.get_memories([memory_id])
+        return found.get(memory_id)
+
+    async def get_memory(self, memory_id: str) -> Memory:
+        memory = await self.find_memory(memory_id)
+        if memory is None:
+            raise MemoryNotFound(memory_id)
+        return memory
+
+    async def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        found: dict[str, Memory] = {}
+        ids = list(dict.fromkeys(memory_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetch(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE memory_id IN ({marks})", chunk)
+            entities = await self._entities(chunk)
+            for row in rows:
+                found[row[0]] = _memory(row, entities.get(row[0], ()))
+        return found
+
+    async def _entities(self, memory_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        marks = ",".join("?" * len(memory_ids))
+        rows = await self._fetch(
+            f"SELECT memory_id, entity FROM memory_entities WHERE memory_id IN ({marks}) ORDER BY entity",
+            memory_ids,
+        )
+        grouped: dict[str, list[str]] = {}
+        for memory_id, entity in rows:
+            grouped.setdefault(memory_id, []).append(entity)
+        return {k: tuple(v) for k, v in grouped.items()}
+
+    async def memory_ids(self) -> set[str]:
+        return {r[0] for r in await self._fetch("SELECT memory_id FROM memories")}
+
+    async def keyword_search(self, namespace: str, match: str, *, limit: int) -> list[tuple[str, float]]:
+        """FTS5 BM25 over active memories: (memory_id, score) best first; higher score is better."""
+        if not match:
+            return []
+        rows = await self._fetch(
+            "SELECT m.memory_id, bm25(memories_fts) AS rank FROM memories_fts "
+            "JOIN memories m ON m.rowid = memories_fts.rowid "
+            "WHERE memories_fts MATCH ? AND m.namespace = ? AND m.status = 'active' "
+            "ORDER BY rank LIMIT ?",
+            (match, namespace, limit),
+        )
+        return [(r[0], -float(r[1])) for r in rows]
+
+    async def graph_memories(self, memory_ids: Sequence[str]) -> list[GraphMemory]:
+        memories = await self.get_memories(memory_ids)
+        result = []
+        for memory in memories.values():
+            previous = await self._previous_in_session(memory)
+            result.append(
+                GraphMemory(
+                    memory_id=memory.memory_id,
+                    namespace=memory.namespace,
+                    memory_type=memory.memory_type,
+                    created_at=memory.created_at,
+                    session_id=memory.session_id,
+                    previous_in_session=previous,
+                    entities=memory.entities,
+                )
+            )
+        return result
+
+    async def all_graph_memories(self) -> list[GraphMemory]:
+        """Every memory as the graph projects it, in one pass (a window function finds NEXT)."""
+        rows = await self._fetch(
+            "SELECT memory_id, namespace, memory_type, created_at, session_id, "
+            "LAG(memory_id) OVER (PARTITION BY namespace, session_id ORDER BY turn_number) FROM memories"
+        )
+        entity_rows = await self._fetch("SELECT memory_id, entity FROM memory_entities ORDER BY entity")
+        entities: dict[str, list[str]] = {}
+        for memory_id, entity in entity_rows:
+            entities.setdefault(memory_id, []).append(entity)
+        return [
+            GraphMemory(
+                memory_id=MemoryId(r[0]), namespace=r[1], memory_type=MemoryType(r[2]),
+                created_at=datetime.fromisoformat(r[3]), session_id=r[4],
+                previous_in_session=MemoryId(r[5]) if r[4] is not None and r[5] else None,
+                entities=tuple(entities.get(r[0], ())),
+            )
+            for r in rows
+        ]
+
+    async def _previous_in_session(self, memory: Memory) -> MemoryId | None:
+        if memory.session_id is None:
+            return None
+        rows = await self._fetch(
+            "SELECT p.memory_id FROM memories p, memories m WHERE m.memory_id = ? "
+            "AND p.namespace = m.namespace AND p.session_id = m.session_id "
+            "AND p.turn_number < m.turn_number ORDER BY p.turn_number DESC LIMIT 1",
+            (memory.memory_id,),
+        )
+        return MemoryId(rows[0][0]) if rows else None
+
+    async def embeddings(self, memory_ids: Sequence[str]) -> dict[str, tuple[bytes, Memory]]:
+        memories = await self.get_memories(memory_ids)
+        found: dict[str, tuple[bytes, Memory]] = {}
+        ids = list(memories)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetch(
+                f"SELECT memory_id, embedding FROM memories WHERE memory_id IN ({marks}) "
+                "AND embedding IS NOT NULL",
+                chunk,
+            )
+            found.update({r[0]: (bytes(r[1]), memories[r[0]]) for r in rows})
+        return found
+
+    # ----- outbox ------------------------------------------------------------------------------------
+
+    async def pending_outbox(self, limit: int) -> list[OutboxItem]:
+        rows = await self._fetch(
+            "SELECT outbox_id, op, memory_id, attempts FROM outbox WHERE done_at IS NULL "
+            "ORDER BY outbox_id LIMIT ?",
+            (limit,),
+        )
+        return [OutboxItem(r[0], r[1], MemoryId(r[2]), r[3]) for r in rows]
+
+    async def pending_outbox_count(self) -> int:
+        rows = await self._fetch("SELECT count(*) FROM outbox WHERE done_at IS NULL")
+        return int(rows[0][0])
+
+    async def mark_outbox(self, done: Sequence[int], *, now: datetime, error: str | None = None) -> None:
+        async with self.transaction() as db:
+            if error is None:
+                await db.executemany(
+                    "UPDATE outbox SET done_at = ?, attempts = attempts + 1 WHERE outbox_id = ?",
+                    [(_ts(now), i) for i in done],
+                )
+            else:
+                await db.executemany(
+                    "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE outbox_id = ?",
+                    [(error[:2000], i) for i in done],
+                )
+
+    # ----- access and retrieval events ---------------------------------------------------------------
+
+    async def record_retrieval(
+        self, retrieval_id: str, namespace: str, query: str, *, at: datetime, k: int,
+        results: Sequence[tuple[str, float]],
+    ) -> None:
+        async with self.transaction() as db:
+            await db.execute(
+                "INSERT INTO retrieval_events (retrieval_id, namespace, query, at, k, result_ids, top_score) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (retrieval_id, namespace, query, _ts(at), k, json.dumps([r[0] for r in results]),
+                 results[0][1] if results else None),
+            )
+            await db.executemany(
+                "INSERT INTO access_log (memory_id, retrieval_id, accessed_at, rank) VALUES (?, ?, ?, ?)",
+                [(memory_id, retrieval_id, _ts(at), rank) for rank, (memory_id, _) in enumerate(results, 1)],
+            )
+            await db.executemany(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE memory_id = ?",
+                [(_ts(at), memory_id) for memory_id, _ in results],
+            )
+
+    async def counts(self) -> dict[str, int]:
+        tables = ("turns", "memories", "access_log", "save_decisions", "retrieval_events", "compaction_history")
+        result = {}
+        for table in tables:
+            result[table] = int((await self._fetch(f"SELECT count(*) FROM {table}"))[0][0])
+        rows = await self._fetch("SELECT status, count(*) FROM memories GROUP BY status")
+        result.update({f"memories_{status}": int(n) for status, n in rows})
+        result["sessions"] = int((await self._fetch("SELECT count(DISTINCT session_id) FROM turns"))[0][0])
+        return result
+
+    async def schema_version(self) -> int:
+        rows = await self._fetch("SELECT max(version) FROM schema_migrations")
+        return int(rows[0][0] or 0)
+
+
+async def _configure(db: aiosqlite.Connection) -> None:
+    await db.execute("PRAGMA journal_mode = WAL")
+    await db.execute("PRAGMA synchronous = FULL")
+    await db.execute("PRAGMA foreign_keys = ON")
+    await db.execute("PRAGMA busy_timeout = 5000")
+
+
+async def _migrate(db: aiosqlite.Connection) -> None:
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))"
+    )
+    async with db.execute("SELECT version FROM schema_migrations") as cursor:
+        applied = {r[0] for r in await cursor.fetchall()}
+    for version, name, sql in migrations():
+        if version in applied:
+            continue
+        script = f"BEGIN IMMEDIATE;\n{sql}\nINSERT INTO schema_migrations (version, name) VALUES ({version}, '{name}');\nCOMMIT;"
+        try:
+            await db.executescript(script)
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                await db.execute("ROLLBACK")
+            raise StorageError(f"Migration {name} failed: {exc}") from exc
+
+
+async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: datetime) -> None:
+    turn, memory, decision = commit.turn, commit.memory, commit.decision
+    await db.execute(
+        "INSERT INTO turns (turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, "
+        "checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (turn.turn_id, turn.namespace, turn.session_id, turn.turn_number, turn.role.value, _ts(turn.at),
+         turn.position.segment, turn.position.offset, turn.position.length, turn.checksum),
+    )
+    if memory is not None:
+        await _insert_memory(db, memory, commit, turn.turn_number)
+        await db.execute(
+            "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)",
+            (memory.memory_id, _ts(now)),
+        )
+    await db.execute(
+        "INSERT INTO save_decisions (turn_id, memory_id, decided_at, path, save, memory_type, confidence, "
+        "importance, reason, features) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (turn.turn_id, memory.memory_id if memory else None, _ts(now), decision.path.value, int(decision.save),
+         decision.memory_type.value, decision.confidence, decision.importance, decision.reason,
+         json.dumps(dict(decision.features), sort_keys=True)),
+    )
+
+
+async def _insert_memory(db: aiosqlite.Connection, m: Memory, commit: TurnCommit, turn_number: int) -> None:
+    await db.execute(
+        "INSERT INTO memories (memory_id, namespace, memory_type, content, keywords, created_at, event_at, "
+        "generation, tier, status, valence, arousal, surprise, importance, confidence, decay_score, fast_path, "
+        "source_turn_id, session_id, turn_number, revision, embedding, embedding_model) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (m.memory_id, m.namespace, m.memory_type.value, m.content, json.dumps(list(m.keywords)),
+         _ts(m.created_at), _ts(m.event_at), m.generation, m.tier.value, m.status.value, m.valence, m.arousal,
+         m.surprise, m.importance, m.confidence, m.decay_score, int(commit.decision.path.value == "fast"),
+         m.source_turn_id, m.session_id, turn_number, m.revision, commit.embedding, commit.embedding_model),
+    )
+    await db.executemany(
+        "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)",
+        [(m.memory_id, e) for e in m.entities],
+    )
+
+
+def _turn_row(r: sqlite3.Row | tuple[Any, ...]) -> TurnRow:
+    return TurnRow(
+        turn_id=TurnId(r[0]), namespace=r[1], session_id=r[2], turn_number=r[3], role=Role(r[4]),
+        at=datetime.fromisoformat(r[5]), position=LogPosition(r[6], r[7], r[8]), checksum=r[9],
+    )
+
+
+def _memory(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> Memory:
+    return Memory(
+        memory_id=MemoryId(r[0]), namespace=r[1], memory_type=MemoryType(r[2]), content=r[3],
+        keywords=tuple(json.loads(r[4])), entities=entities, created_at=datetime.fromisoformat(r[5]),
+        event_at=datetime.fromisoformat(r[6]), last_accessed_at=_dt(r[7]), access_count=r[8],
+        generation=r[9], tier=Tier(r[10]), status=MemoryStatus(r[11]),
+        superseded_by=MemoryId(r[12]) if r[12] else None, valence=r[13], arousal=r[14], surprise=r[15],
+        importance=r[16], confidence=r[17], decay_score=r[18],
+        source_turn_id=TurnId(r[19]) if r[19] else None, session_id=r[20], revision=r[21],
+    )

@@ -1,0 +1,193 @@
+"""Dense vectors in a Qdrant server or cluster through qdrant-client: the scale-out path (`vectors.url`).
+
+Same semantics as `EdgeVectors`: one collection per name (`f"{prefix}_{name}"`), cosine distance, ids are canonical
+lowercase UUID strings, a hit's score is the cosine similarity, upsert replaces, `where` is exact match (a list
+value means any of). `namespace` carries a tenant keyword index, so one collection can hold many namespaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from qdrant_client import AsyncQdrantClient, models
+
+from agent_memory.errors import AgentMemoryError, ClosedError, StorageError
+from agent_memory.models import MemoryId, Vector, VectorHit, VectorItem
+from agent_memory.storage.vectors import BATCH_SIZE, DEFAULT_DIMENSIONS, KEYWORD_FIELDS, batches, point_id
+
+TENANT_INDEX = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+
+
+def server_filter(where: Mapping[str, Any] | None) -> models.Filter | None:
+    """Payload key -> exact value, all must match; a list (or tuple, set) value matches any of its items."""
+    if not where:
+        return None
+    conditions: list[models.Condition] = []
+    for key, value in where.items():
+        many = isinstance(value, list | tuple | set | frozenset)
+        match = models.MatchAny(any=list(value)) if many else models.MatchValue(value=value)
+        conditions.append(models.FieldCondition(key=key, match=match))
+    return models.Filter(must=conditions)
+
+
+def server_point(item: VectorItem) -> models.PointStruct:
+    return models.PointStruct(
+        id=point_id(item.memory_id), vector=[float(x) for x in item.vector], payload=dict(item.payload)
+    )
+
+
+def is_local(client: AsyncQdrantClient) -> bool:
+    """qdrant-client's in-process mode (":memory:" or a path), which has no payload indexes and warns if asked."""
+    options = client.init_options
+    return options.get("location") == ":memory:" or options.get("path") is not None
+
+
+class QdrantServerVectors:
+    """The VectorStore Protocol over `AsyncQdrantClient`. Call `ensure_collections()` (or use `open`) first."""
+
+    def __init__(
+        self,
+        client: AsyncQdrantClient,
+        prefix: str = "agent_memory",
+        dimensions: Mapping[str, int] = DEFAULT_DIMENSIONS,
+    ) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._dimensions = dict(dimensions)
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        api_key: str = "",
+        prefix: str = "agent_memory",
+        dimensions: Mapping[str, int] = DEFAULT_DIMENSIONS,
+    ) -> QdrantServerVectors:
+        vectors = cls(AsyncQdrantClient(url=url, api_key=api_key or None), prefix, dimensions)
+        try:
+            await vectors.ensure_collections()
+        except BaseException:
+            await vectors.aclose()
+            raise
+        return vectors
+
+    @property
+    def collections(self) -> tuple[str, ...]:
+        return tuple(self._dimensions)
+
+    def _name(self, collection: str) -> str:
+        """The server-side collection name, after checking the store is open and knows `collection`."""
+        if self._closed:
+            raise ClosedError("QdrantServerVectors")
+        if collection not in self._dimensions:
+            known = ", ".join(self._dimensions)
+            raise StorageError(f"Unknown vector collection {collection!r}; known collections: {known}")
+        return f"{self._prefix}_{collection}"
+
+    @contextmanager
+    def _guard(self, op: str) -> Iterator[None]:
+        try:
+            yield
+        except AgentMemoryError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"Qdrant server {op} failed: {exc}") from exc
+
+    async def ensure_collections(self) -> None:
+        """Create every missing collection (cosine) with its keyword payload indexes."""
+        for collection in self._dimensions:
+            name = self._name(collection)
+            with self._guard(f"creation of {name!r}"):
+                if not await self._client.collection_exists(name):
+                    await self._create(collection)
+
+    async def _create(self, collection: str) -> None:
+        name = self._name(collection)
+        params = models.VectorParams(size=self._dimensions[collection], distance=models.Distance.COSINE)
+        await self._client.create_collection(name, vectors_config=params)
+        if is_local(self._client):
+            return
+        await self._client.create_payload_index(name, "namespace", field_schema=TENANT_INDEX, wait=True)
+        for field in KEYWORD_FIELDS:
+            await self._client.create_payload_index(name, field, models.PayloadSchemaType.KEYWORD, wait=True)
+
+    async def upsert(self, collection: str, items: Sequence[VectorItem]) -> None:
+        """Insert or replace points, in batches of BATCH_SIZE; the same id twice leaves one point."""
+        name = self._name(collection)
+        for batch in batches(items):
+            points = [server_point(item) for item in batch]
+            with self._guard(f"upsert into {name!r}"):
+                await self._client.upsert(name, points=points, wait=True)
+
+    async def search(
+        self, collection: str, vector: Vector, *, limit: int, where: dict[str, Any] | None = None
+    ) -> list[VectorHit]:
+        """The `limit` nearest points, best first; score is the cosine similarity."""
+        name = self._name(collection)
+        if limit <= 0:
+            return []
+        with self._guard(f"search of {name!r}"):
+            response = await self._client.query_points(
+                name,
+                query=[float(x) for x in vector],
+                limit=limit,
+                query_filter=server_filter(where),
+                with_payload=False,
+                with_vectors=False,
+            )
+        return [VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in response.points]
+
+    async def delete(self, collection: str, ids: Iterable[MemoryId]) -> None:
+        name = self._name(collection)
+        wanted: list[models.ExtendedPointId] = [point_id(memory_id) for memory_id in ids]
+        for batch in batches(wanted):
+            with self._guard(f"delete from {name!r}"):
+                await self._client.delete(name, points_selector=models.PointIdsList(points=list(batch)), wait=True)
+
+    async def ids(self, collection: str) -> set[str]:
+        name = self._name(collection)
+        found: set[str] = set()
+        offset: models.ExtendedPointId | None = None
+        while True:
+            with self._guard(f"scroll of {name!r}"):
+                records, offset = await self._client.scroll(
+                    name, limit=BATCH_SIZE, offset=offset, with_payload=False, with_vectors=False
+                )
+            found.update(str(record.id) for record in records)
+            if offset is None:
+                return found
+
+    async def count(self, collection: str) -> int:
+        name = self._name(collection)
+        with self._guard(f"count of {name!r}"):
+            return (await self._client.count(name, exact=True)).count
+
+    async def rebuild(self, collection: str, items: Sequence[VectorItem]) -> None:
+        """Delete the collection, create it empty, then load `items` in batches."""
+        name = self._name(collection)
+        with self._guard(f"rebuild of {name!r}"):
+            await self._client.delete_collection(name)
+            await self._create(collection)
+        await self.upsert(collection, items)
+
+    async def optimize(self, collection: str) -> bool:
+        """A server optimizes on its own; kept for parity with EdgeVectors. Always False."""
+        self._name(collection)
+        return False
+
+    async def flush(self) -> None:
+        """Writes are acknowledged with wait=True, so there is nothing to flush."""
+        if self._closed:
+            raise ClosedError("QdrantServerVectors")
+
+    async def aclose(self) -> None:
+        """Close the client. Idempotent; any later call raises ClosedError."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._guard("close"):
+            await self._client.close()

@@ -1,0 +1,255 @@
+"""Dense vectors in Qdrant Edge: the Rust engine in process, one shard per collection.
+
+Qdrant Edge is a blocking engine, so every call runs on one owner thread and the event loop never waits on it.
+Notes on the engine a caller relies on:
+- point ids must be UUIDs (or unsigned ints); Edge takes UUID strings and hands back `uuid.UUID` objects, so ids
+  are canonicalised to lowercase UUID strings here and callers only ever see `str`;
+- with cosine distance Edge normalises vectors on insert and a hit's score is the cosine similarity, in [-1, 1];
+- upsert replaces a point with the same id, so replaying an outbox row is harmless;
+- the HNSW index is built only by `optimize()` (a sleep job); until then search is an exact scan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from qdrant_edge import (
+    CountRequest,
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeVectorParams,
+    FieldCondition,
+    Filter,
+    KeywordIndexParams,
+    MatchAny,
+    MatchValue,
+    PayloadSchemaType,
+    Point,
+    Query,
+    QueryRequest,
+    ScrollRequest,
+    UpdateOperation,
+)
+
+from agent_memory.errors import AgentMemoryError, ClosedError, StorageError
+from agent_memory.models import MemoryId, Vector, VectorHit, VectorItem
+
+T = TypeVar("T")
+DEFAULT_DIMENSIONS: Mapping[str, int] = MappingProxyType({"text": 384, "image": 512})
+BATCH_SIZE = 1_000
+TENANT_FIELD = "namespace"
+KEYWORD_FIELDS = ("type", "tier", "status")
+
+
+def point_id(memory_id: str) -> str:
+    """The canonical UUID string Qdrant stores for a memory id; anything else is refused."""
+    try:
+        return str(uuid.UUID(str(memory_id)))
+    except ValueError as exc:
+        raise StorageError(f"Memory id {memory_id!r} is not a UUID, so it cannot be a Qdrant point id") from exc
+
+
+def batches(items: Sequence[T], size: int = BATCH_SIZE) -> Iterable[Sequence[T]]:
+    return (items[start : start + size] for start in range(0, len(items), size))
+
+
+def edge_filter(where: Mapping[str, Any] | None) -> Filter | None:
+    """Payload key -> exact value, all must match; a list (or tuple, set) value matches any of its items."""
+    if not where:
+        return None
+    conditions: list[Any] = []
+    for key, value in where.items():
+        match = MatchAny(list(value)) if isinstance(value, list | tuple | set | frozenset) else MatchValue(value)
+        conditions.append(FieldCondition(key, match=match))
+    return Filter(must=conditions)
+
+
+def edge_point(item: VectorItem) -> Point:
+    return Point(point_id(item.memory_id), [float(x) for x in item.vector], dict(item.payload))
+
+
+class EdgeVectors:
+    """One Qdrant Edge shard per collection at `directory / name`, all driven from one owner thread."""
+
+    def __init__(self, directory: Path, dimensions: Mapping[str, int] = DEFAULT_DIMENSIONS) -> None:
+        self._dir = directory
+        self._dimensions = dict(dimensions)
+        self._shards: dict[str, EdgeShard] = {}
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="qdrant-edge")
+        self._closed = False
+
+    @classmethod
+    async def open(cls, directory: Path, dimensions: Mapping[str, int] = DEFAULT_DIMENSIONS) -> EdgeVectors:
+        vectors = cls(directory, dimensions)
+        try:
+            for name in vectors._dimensions:
+                await vectors._call(f"open of collection {name!r}", vectors._open_sync, name)
+        except BaseException:
+            await vectors.aclose()
+            raise
+        return vectors
+
+    @property
+    def collections(self) -> tuple[str, ...]:
+        return tuple(self._dimensions)
+
+    async def _call(self, op: str, fn: Callable[..., T], /, *args: Any) -> T:
+        if self._closed:
+            raise ClosedError("EdgeVectors")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+        except AgentMemoryError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"Qdrant Edge {op} failed: {exc}") from exc
+
+    def _config(self, name: str) -> EdgeConfig:
+        return EdgeConfig(vectors=EdgeVectorParams(size=self._dimensions[name], distance=Distance.Cosine))
+
+    def _check(self, name: str) -> None:
+        """Validate on the event loop, before any work is queued."""
+        if self._closed:
+            raise ClosedError("EdgeVectors")
+        if name not in self._dimensions:
+            known = ", ".join(self._dimensions)
+            raise StorageError(f"Unknown vector collection {name!r}; known collections: {known}")
+
+    def _shard(self, name: str) -> EdgeShard:
+        shard = self._shards.get(name)
+        if shard is None:
+            raise StorageError(f"Vector collection {name!r} is not open (did a rebuild fail?); rebuild it")
+        return shard
+
+    # Everything below named *_sync runs on the owner thread.
+
+    def _open_sync(self, name: str) -> None:
+        path = self._dir / name
+        if path.is_dir() and any(path.iterdir()):
+            shard = EdgeShard.load(str(path), self._config(name))
+        else:
+            shard = EdgeShard.create(str(path), self._config(name))
+        self._ensure_indexes(shard)
+        self._shards[name] = shard
+
+    @staticmethod
+    def _ensure_indexes(shard: EdgeShard) -> None:
+        present = shard.info().payload_schema
+        if TENANT_FIELD not in present:
+            shard.update(UpdateOperation.create_field_index(TENANT_FIELD, KeywordIndexParams(is_tenant=True)))
+        for field in KEYWORD_FIELDS:
+            if field not in present:
+                shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+
+    def _upsert_sync(self, name: str, items: Sequence[VectorItem]) -> None:
+        self._shard(name).update(UpdateOperation.upsert_points([edge_point(item) for item in items]))
+
+    def _search_sync(self, name: str, vector: Vector, limit: int, where: Mapping[str, Any] | None) -> list[VectorHit]:
+        request = QueryRequest(
+            limit=limit,
+            query=Query.Nearest([float(x) for x in vector]),
+            filter=edge_filter(where),
+            with_payload=False,
+            with_vector=False,
+        )
+        return [VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in self._shard(name).query(request)]
+
+    def _delete_sync(self, name: str, ids: list[str]) -> None:
+        self._shard(name).update(UpdateOperation.delete_points(list(ids)))
+
+    def _ids_sync(self, name: str) -> set[str]:
+        shard = self._shard(name)
+        found: set[str] = set()
+        offset: Any = None
+        while True:
+            request = ScrollRequest(offset=offset, limit=BATCH_SIZE, with_payload=False, with_vector=False)
+            records, offset = shard.scroll(request)
+            found.update(str(record.id) for record in records)
+            if offset is None:
+                return found
+
+    def _recreate_sync(self, name: str) -> None:
+        shard = self._shards.pop(name, None)
+        if shard is not None:
+            shard.close()
+        if (self._dir / name).exists():
+            shutil.rmtree(self._dir / name)
+        self._open_sync(name)
+
+    def _flush_sync(self) -> None:
+        for shard in self._shards.values():
+            shard.flush()
+
+    def _close_sync(self) -> None:
+        errors: list[Exception] = []
+        for name in list(self._shards):
+            shard = self._shards.pop(name)
+            try:
+                shard.flush()
+                shard.close()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise StorageError(f"Qdrant Edge close failed: {errors[0]}") from errors[0]
+
+    # The VectorStore Protocol.
+
+    async def upsert(self, collection: str, items: Sequence[VectorItem]) -> None:
+        """Insert or replace points, in batches of BATCH_SIZE; the same id twice leaves one point."""
+        self._check(collection)
+        for batch in batches(items):
+            await self._call(f"upsert into {collection!r}", self._upsert_sync, collection, batch)
+
+    async def search(
+        self, collection: str, vector: Vector, *, limit: int, where: dict[str, Any] | None = None
+    ) -> list[VectorHit]:
+        """The `limit` nearest points, best first; score is the cosine similarity."""
+        self._check(collection)
+        if limit <= 0:
+            return []
+        return await self._call(f"search of {collection!r}", self._search_sync, collection, vector, limit, where)
+
+    async def delete(self, collection: str, ids: Iterable[MemoryId]) -> None:
+        self._check(collection)
+        wanted = [point_id(memory_id) for memory_id in ids]
+        for batch in batches(wanted):
+            await self._call(f"delete from {collection!r}", self._delete_sync, collection, batch)
+
+    async def ids(self, collection: str) -> set[str]:
+        self._check(collection)
+        return await self._call(f"scroll of {collection!r}", self._ids_sync, collection)
+
+    async def count(self, collection: str) -> int:
+        self._check(collection)
+        return await self._call(f"count of {collection!r}", lambda: self._shard(collection).count(CountRequest()))
+
+    async def rebuild(self, collection: str, items: Sequence[VectorItem]) -> None:
+        """Drop the shard directory, create it empty, then load `items` in batches."""
+        self._check(collection)
+        await self._call(f"rebuild of {collection!r}", self._recreate_sync, collection)
+        await self.upsert(collection, items)
+
+    async def optimize(self, collection: str) -> bool:
+        """Build the HNSW index (slow: a sleep job, never the write path). True if anything changed."""
+        self._check(collection)
+        return await self._call(f"optimize of {collection!r}", lambda: self._shard(collection).optimize())
+
+    async def flush(self) -> None:
+        await self._call("flush", self._flush_sync)
+
+    async def aclose(self) -> None:
+        """Flush and close every shard. Idempotent; any later call raises ClosedError."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._close_sync)
+        finally:
+            self._thread.shutdown(wait=True)

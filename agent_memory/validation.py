@@ -1,0 +1,106 @@
+"""Input checks at the API edge: every bad input gets a typed error before anything is written."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_memory.errors import (
+    ContentTooLarge,
+    EmptyContent,
+    InvalidEncoding,
+    InvalidIdentifier,
+    InvalidInput,
+)
+from agent_memory.models import EmotionalContext, Role, TurnInput
+
+IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
+IDENTIFIER_RULE = "1-128 characters of letters, digits and . _ : @ / -, starting with a letter or digit"
+
+
+def check_identifier(field: str, value: object) -> str:
+    if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
+        raise InvalidIdentifier(field, value, IDENTIFIER_RULE)
+    return value
+
+
+def check_content(content: object, *, max_bytes: int) -> str:
+    """Decode, check UTF-8 and size; returns the text as it will be stored."""
+    if isinstance(content, bytes | bytearray | memoryview):
+        raw = bytes(content)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidEncoding(f"byte {exc.start}: {exc.reason}") from None
+    elif isinstance(content, str):
+        text = content
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidEncoding(f"character {exc.start} is a lone surrogate") from None
+    else:
+        raise InvalidInput(f"Turn content must be str or bytes, not {type(content).__name__}")
+    if len(raw) > max_bytes:
+        raise ContentTooLarge(len(raw), max_bytes)
+    if "\x00" in text:
+        raise InvalidEncoding("it contains a NUL character")
+    if not text.strip():
+        raise EmptyContent()
+    return text
+
+
+def check_time(at: object, *, default: datetime) -> datetime:
+    if at is None:
+        return default
+    if isinstance(at, str):
+        try:
+            at = datetime.fromisoformat(at.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(f"Turn time {at!r} is not an ISO-8601 timestamp") from None
+    if not isinstance(at, datetime):
+        raise InvalidInput(f"Turn time must be a datetime or ISO string, not {type(at).__name__}")
+    if at.tzinfo is None:
+        raise InvalidInput(f"Turn time {at.isoformat()} has no timezone; pass an aware datetime (UTC)")
+    return at.astimezone(UTC)
+
+
+def check_emotion(value: EmotionalContext | Mapping[str, Any] | None) -> EmotionalContext | None:
+    if value is None or isinstance(value, EmotionalContext):
+        return value
+    try:
+        return EmotionalContext.from_mapping(value)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InvalidInput(f"Invalid emotional_context {value!r}: {exc}") from None
+
+
+def check_turn(turn: TurnInput, *, max_bytes: int, now: datetime) -> tuple[TurnInput, str, Role]:
+    """The validated turn (with time and emotion normalised), its text and its role."""
+    check_identifier("namespace", turn.namespace)
+    check_identifier("session_id", turn.session_id)
+    if isinstance(turn.turn_number, bool) or not isinstance(turn.turn_number, int) or turn.turn_number < 0:
+        raise InvalidInput(f"turn_number must be a non-negative int, not {turn.turn_number!r}")
+    try:
+        role = Role(turn.role)
+    except ValueError:
+        raise InvalidInput(f"Unknown role {turn.role!r}; expected one of {[r.value for r in Role]}") from None
+    text = check_content(turn.content, max_bytes=max_bytes)
+    at = check_time(turn.at, default=now)
+    emotion = check_emotion(turn.emotional_context)
+    normalised = TurnInput(turn.session_id, turn.turn_number, text, role.value, emotion, at, turn.namespace)
+    return normalised, text, role
+
+
+def turn_from_mapping(data: Mapping[str, Any]) -> TurnInput:
+    """A TurnInput from a JSON object, with a clear error for a missing or unknown key."""
+    allowed = {"session_id", "turn_number", "content", "role", "emotional_context", "at", "namespace"}
+    if not isinstance(data, Mapping):
+        raise InvalidInput(f"A turn must be a JSON object, not {type(data).__name__}")
+    unknown = set(data) - allowed
+    if unknown:
+        raise InvalidInput(f"Unknown turn keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    missing = {"session_id", "turn_number", "content"} - set(data)
+    if missing:
+        raise InvalidInput(f"A turn is missing {sorted(missing)}")
+    return TurnInput(**data)

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from agent_memory.config import Config, load_config
+from agent_memory.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TOML = ROOT / "config" / "default.toml"
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def test_default_toml_lists_every_key_with_the_model_default() -> None:
+    documented = _flatten(tomllib.loads(DEFAULT_TOML.read_text()))
+    defaults = _flatten(Config().model_dump(mode="json"))
+    defaults["data_dir"] = "~/.agent_memory"
+    assert documented == defaults
+
+
+def test_every_key_is_documented_in_docs_config() -> None:
+    text = (ROOT / "docs" / "config.md").read_text()
+    missing = [key for key in _flatten(Config().model_dump(mode="json")) if f"`{key}`" not in text]
+    assert not missing
+
+
+def test_environment_overrides_the_file() -> None:
+    config = load_config(DEFAULT_TOML, environ={"AGENT_MEMORY__JOURNAL__FSYNC": "never",
+                                                "AGENT_MEMORY__RETRIEVAL__RRF_K": "10"})
+    assert config.journal.fsync == "never" and config.retrieval.rrf_k == 10
+    assert config.data_dir == Path("~/.agent_memory").expanduser()
+
+
+def test_bad_values_name_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="journal.fsync"):
+        load_config(environ={"AGENT_MEMORY__JOURNAL__FSYNC": "sometimes"})
+    with pytest.raises(ConfigError, match="retrieval.wat"):
+        load_config(environ={"AGENT_MEMORY__RETRIEVAL__WAT": "1"})
+    broken = tmp_path / "bad.toml"
+    broken.write_text("data_dir = [unclosed")
+    with pytest.raises(ConfigError, match="bad.toml"):
+        load_config(broken, environ={})

@@ -1,0 +1,143 @@
+"""The invariants: one owner, outbox replay after a crash, doctor finding and repairing damage."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent_memory import MemoryManager, StoreLocked
+from agent_memory.config import Config
+from agent_memory.embeddings.text import MiniLmEmbedder
+from agent_memory.storage.lock import OwnerLock
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+async def test_second_open_in_the_same_process_fails_naming_the_owner(
+    config: Config, embedder: MiniLmEmbedder
+) -> None:
+    async with MemoryManager.open(config, embedder=embedder):
+        with pytest.raises(StoreLocked, match=f"process {os.getpid()}"):
+            async with MemoryManager.open(config, embedder=embedder):
+                pass
+    async with MemoryManager.open(config, embedder=embedder) as again:  # released on close
+        assert (await again.stats())["pid"] == os.getpid()
+
+
+def test_another_process_is_refused_with_our_pid(tmp_path: Path) -> None:
+    lock = OwnerLock(tmp_path / "owner.lock")
+    lock.acquire()
+    try:
+        code = (
+            "import sys; from pathlib import Path; from agent_memory.storage.lock import OwnerLock\n"
+            "from agent_memory.errors import StoreLocked\n"
+            f"try:\n    OwnerLock(Path({str(tmp_path / 'owner.lock')!r})).acquire()\n"
+            "except StoreLocked as e:\n    print(e); sys.exit(3)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 3, done.stderr
+        assert f"process {os.getpid()}" in done.stdout
+    finally:
+        lock.release()
+
+
+CHILD = textwrap.dedent(
+    """
+    import asyncio, json, os, sys
+    from agent_memory import MemoryManager, load_config
+
+    async def main():
+        config = load_config(environ={}, data_dir=sys.argv[1])
+        manager = MemoryManager(config)
+        await manager.initialize()
+        await manager.projector.stop()          # the projector never runs: the crash comes first
+        result = await manager.process_turn("s1", 0, "Biscuit the dog had surgery in Alvalade.")
+        print(json.dumps({"memory_id": result.memory_id}), flush=True)
+        os._exit(0)                             # no close, no drain: like a SIGKILL after the commit
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_outbox_is_replayed_after_a_crash_between_commit_and_projection(
+    config: Config, embedder: MiniLmEmbedder
+) -> None:
+    done = subprocess.run([sys.executable, "-c", CHILD, str(config.data_dir)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    memory_id = json.loads(done.stdout.strip().splitlines()[-1])["memory_id"]
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        assert memory_id in await manager.graph.memory_ids()
+        assert memory_id in await manager.vectors.ids("text")
+        assert (await manager.stats())["pending_outbox"] == 0
+        assert (await manager.doctor()).consistent
+        results = await manager.retrieve("dog surgery")
+        assert results[0].memory.memory_id == memory_id
+
+
+async def test_turns_logged_but_not_committed_are_recovered(config: Config, embedder: MiniLmEmbedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await manager.process_turn("s1", 0, "The first turn made it all the way.")
+        from agent_memory.models import LogRecord, Role, TurnId, new_id, utc_now
+
+        orphan = LogRecord(TurnId(new_id()), "default", "s1", 1, Role.USER,
+                           "This turn reached the log, then the process died.", utc_now(), None)
+        await manager.journal.append(orphan)  # what a crash before the SQLite commit leaves behind
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        assert manager.recovered_turns == 1
+        assert (await manager.stats())["records"]["turns"] == 2
+        assert (await manager.retrieve("process died", k=1))[0].memory.source_turn_id == orphan.turn_id
+        assert (await manager.doctor()).consistent
+
+
+async def test_doctor_finds_and_repairs_damaged_projections(config: Config, embedder: MiniLmEmbedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        results = await manager.process_turns(
+            [{"session_id": "s1", "turn_number": i, "content": f"Fact number {i} about the Harbor project."}
+             for i in range(20)]
+        )
+        await manager.flush()
+        victim = results[3].memory_id
+        await manager.graph.delete_memories([victim])
+        await manager.vectors.delete("text", [results[5].memory_id, results[6].memory_id])
+        report = await manager.doctor()
+        assert not report.consistent
+        kinds = {(d.store, d.kind): d.ids for d in report.disagreements}
+        assert kinds[("graph", "missing memories")] == (victim,)
+        assert set(kinds[("vectors", "missing memories")]) == {results[5].memory_id, results[6].memory_id}
+        repaired = await manager.doctor(repair=True)
+        assert repaired.consistent and len(repaired.repaired) == 2
+        stats = await manager.stats()
+        assert stats["graph"]["Memory"] == 20 and stats["vectors"]["text"] == 20
+        assert stats["graph"]["NEXT"] == 19
+
+
+async def test_doctor_repairs_a_deleted_vector_folder(config: Config, embedder: MiniLmEmbedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await manager.process_turns([{"session_id": "s1", "turn_number": i, "content": f"note {i} on Porto"}
+                                     for i in range(5)])
+    shutil.rmtree(config.data_dir / "vectors")
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        report = await manager.doctor(repair=True)
+        assert report.repaired == ("vectors rebuilt from the stored embeddings",)
+        assert report.consistent and (await manager.stats())["vectors"]["text"] == 5
+
+
+async def test_doctor_reports_a_log_offset_that_points_elsewhere(config: Config, embedder: MiniLmEmbedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await manager.process_turns([{"session_id": "s1", "turn_number": i, "content": f"line {i} of notes"}
+                                     for i in range(3)])
+        async with manager.records.transaction() as db:
+            await db.execute("UPDATE turns SET offset = offset + 1 WHERE turn_number = 2")
+        report = await manager.doctor()
+        assert [(d.store, d.kind) for d in report.disagreements] == [
+            ("log", "turn offsets that do not point at their record")
+        ]

@@ -1,0 +1,184 @@
+"""MemoryManager end to end on the real engines: SQLite, Kuzu, Qdrant Edge and all-MiniLM-L6-v2."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent_memory import (
+    ClosedError,
+    ContentTooLarge,
+    DuplicateTurn,
+    EmptyContent,
+    InvalidEncoding,
+    InvalidIdentifier,
+    InvalidInput,
+    MemoryManager,
+    MemoryNotFound,
+    TurnInput,
+    TurnNotFound,
+)
+from agent_memory.config import Config
+from agent_memory.embeddings.text import MiniLmEmbedder
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+CONVERSATION = [
+    "I just moved to Lisbon for a job at Fernwood, a fintech startup.",
+    "ok",
+    "My sister Ines is visiting on March 14 and we want to hike in Sintra.",
+    "thanks!",
+    "I prefer oat milk flat whites, never anything with dairy.",
+    "My manager Tom wants the payments reconciliation rebuild shipped by June.",
+]
+
+
+async def ingest(manager: MemoryManager, lines: list[str], session: str = "s1") -> list:
+    turns = [TurnInput(session, i, text, at=T0 + timedelta(minutes=i)) for i, text in enumerate(lines)]
+    return await manager.process_turns(turns)
+
+
+async def test_process_turn_logs_then_keeps_or_skips(manager: MemoryManager) -> None:
+    kept = await manager.process_turn("s1", 0, "Ines lands at Lisbon airport on flight TP1334.", at=T0)
+    skipped = await manager.process_turn("s1", 1, "ok thanks!", at=T0)
+    assert kept.saved and kept.memory_id and "kept" in kept.reason
+    assert not skipped.saved and skipped.memory_id is None and "phatic" in skipped.reason
+    memory = await manager.get(kept.memory_id)
+    assert memory.content.startswith("Ines lands") and memory.event_at == T0
+    assert "ines" in memory.entities and "lisbon" in memory.entities
+    assert memory.generation == 0 and memory.tier.value == "hot" and memory.memory_type.value == "episodic"
+    logged = await manager.read_turn(skipped.turn_id)
+    assert logged.content == "ok thanks!" and logged.turn_number == 1
+
+
+async def test_retrieve_fuses_keyword_and_semantic_and_explains(manager: MemoryManager) -> None:
+    await ingest(manager, CONVERSATION)
+    results = await manager.retrieve("What milk does she like in coffee?", k=3)
+    assert results[0].memory.content.startswith("I prefer oat milk")
+    assert set(results[0].layers) >= {"keyword", "semantic"}
+    assert results[0].layers["keyword"].rank == 1
+    assert [r.rank for r in results] == [1, 2, 3]
+    assert results[0].score > results[1].score
+    assert "semantic #" in results[0].explain()
+    # semantic search alone carries a paraphrase with no shared word
+    paraphrase = await manager.retrieve("who is my boss", k=2)
+    assert any("manager Tom" in r.memory.content for r in paraphrase)
+
+
+async def test_retrieval_records_access_once_per_returned_memory(manager: MemoryManager) -> None:
+    await ingest(manager, CONVERSATION)
+    results = await manager.retrieve("sister visiting Sintra", k=2)
+    memory = await manager.get(results[0].memory.memory_id)
+    assert memory.access_count == 1 and memory.last_accessed_at is not None
+    stats = await manager.stats()
+    assert stats["records"]["retrieval_events"] == 1 and stats["records"]["access_log"] == len(results)
+
+
+async def test_mood_congruent_memories_are_lifted(manager: MemoryManager) -> None:
+    await manager.process_turn("s1", 0, "The dog walk in the park was long today.", at=T0)
+    await manager.process_turn("s1", 1, "The dog walk in the park was awful, Biscuit got hurt.", at=T0,
+                               emotional_context={"valence": -0.9, "arousal": 0.9})
+    calm = await manager.retrieve("dog walk in the park", k=2)
+    upset = await manager.retrieve("dog walk in the park", k=2, emotional_context={"valence": -0.9, "arousal": 0.9})
+    upset_scores = {r.memory.content: r.score for r in upset}
+    calm_scores = {r.memory.content: r.score for r in calm}
+    hurt = next(c for c in upset_scores if "Biscuit" in c)
+    assert upset_scores[hurt] > calm_scores[hurt]
+    assert "mood" in next(r for r in upset if r.memory.content == hurt).layers
+
+
+async def test_namespaces_do_not_leak(manager: MemoryManager) -> None:
+    await manager.process_turn("s1", 0, "Project Harbor ships in June.", namespace="work", at=T0)
+    await manager.process_turn("s1", 0, "Harbor seals at the aquarium.", namespace="home", at=T0)
+    work = await manager.retrieve("Harbor", namespace="work")
+    assert [r.memory.namespace for r in work] == ["work"]
+
+
+async def test_bulk_ingest_links_sessions_in_the_graph(manager: MemoryManager) -> None:
+    results = await ingest(manager, CONVERSATION)
+    await manager.flush()
+    stats = await manager.stats()
+    saved = sum(r.saved for r in results)
+    assert saved == 4
+    assert stats["records"]["turns"] == 6 and stats["records"]["memories"] == saved
+    assert stats["vectors"]["text"] == saved and stats["graph"]["Memory"] == saved
+    assert stats["graph"]["NEXT"] == saved - 1 and stats["graph"]["IN_SESSION"] == saved
+    assert stats["graph"]["MENTIONS"] >= 4 and stats["pending_outbox"] == 0
+
+
+@pytest.mark.parametrize(
+    ("turn", "error"),
+    [
+        (dict(content=""), EmptyContent),
+        (dict(content="   \n\t"), EmptyContent),
+        (dict(content="x" * 70_000), ContentTooLarge),
+        (dict(content=b"caf\xe9 au lait"), InvalidEncoding),
+        (dict(content="lone \ud800 surrogate"), InvalidEncoding),
+        (dict(session_id="bad session id!"), InvalidIdentifier),
+        (dict(session_id=""), InvalidIdentifier),
+        (dict(namespace="../etc"), InvalidIdentifier),
+        (dict(role="narrator"), InvalidInput),
+        (dict(turn_number=-1), InvalidInput),
+        (dict(at=datetime(2026, 1, 1)), InvalidInput),
+        (dict(emotional_context={"valence": 3}), InvalidInput),
+    ],
+)
+async def test_bad_input_is_refused_and_writes_nothing(manager: MemoryManager, turn: dict, error: type) -> None:
+    args = {"session_id": "s1", "turn_number": 0, "content": "fine", **turn}
+    with pytest.raises(error):
+        await manager.process_turn(args.pop("session_id"), args.pop("turn_number"), args.pop("content"), **args)
+    stats = await manager.stats()
+    assert stats["records"]["turns"] == 0 and stats["log_bytes"] == 0
+
+
+async def test_one_bad_turn_rejects_the_whole_batch(manager: MemoryManager) -> None:
+    with pytest.raises(EmptyContent, match="turn #1"):
+        await manager.process_turns([TurnInput("s1", 0, "good"), TurnInput("s1", 1, "")])
+    assert (await manager.stats())["log_bytes"] == 0
+
+
+async def test_bytes_content_is_decoded(manager: MemoryManager) -> None:
+    result = await manager.process_turn("s1", 0, "café com leite em Lisboa".encode())
+    assert (await manager.get(result.memory_id)).content == "café com leite em Lisboa"
+
+
+async def test_duplicate_turns_are_refused(manager: MemoryManager) -> None:
+    await manager.process_turn("s1", 0, "first words")
+    with pytest.raises(DuplicateTurn, match="already processed"):
+        await manager.process_turn("s1", 0, "second words")
+    with pytest.raises(DuplicateTurn):
+        await manager.process_turns([TurnInput("s2", 0, "a b c"), TurnInput("s2", 0, "d e f")])
+
+
+async def test_unknown_ids_raise_not_found(manager: MemoryManager) -> None:
+    with pytest.raises(MemoryNotFound, match="nope"):
+        await manager.get("nope")
+    with pytest.raises(TurnNotFound):
+        await manager.read_turn("nope")
+    with pytest.raises(InvalidInput, match="empty"):
+        await manager.retrieve("  ")
+
+
+async def test_closed_manager_refuses_work(config: Config, embedder: MiniLmEmbedder) -> None:
+    manager = MemoryManager(config, embedder=embedder)
+    await manager.initialize()
+    await manager.close()
+    await manager.close()
+    with pytest.raises(ClosedError):
+        await manager.process_turn("s1", 0, "too late")
+    with pytest.raises(ClosedError):
+        await manager.retrieve("anything")
+
+
+async def test_reopen_keeps_everything(config: Config, embedder: MiniLmEmbedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await ingest(manager, CONVERSATION)
+        before = await manager.stats()
+        top = (await manager.retrieve("hiking with my sister", k=1))[0].memory.memory_id
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        after = await manager.stats()
+        assert (await manager.retrieve("hiking with my sister", k=1))[0].memory.memory_id == top
+        assert (await manager.doctor()).consistent
+    assert before["records"]["memories"] == after["records"]["memories"]
+    assert before["graph"] == after["graph"] and before["vectors"] == after["vectors"]

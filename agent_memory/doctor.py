@@ -15,9 +15,7 @@ from agent_memory.storage.outbox import TEXT, vector_items
 from agent_memory.storage.records import SqliteRecords
 
 
-async def check(
-    records: SqliteRecords, graph: GraphStore, vectors: VectorStore, journal: JsonlJournal
-) -> DoctorReport:
+async def check(records: SqliteRecords, graph: GraphStore, vectors: VectorStore, journal: JsonlJournal) -> DoctorReport:
     truth = await records.memory_ids()
     found: list[Disagreement] = []
     for store, ids in (("graph", await graph.memory_ids()), ("vectors", await vectors.ids(TEXT))):
@@ -28,7 +26,9 @@ async def check(
     turns = await records.turns()
     found.extend(await _check_log(turns, journal))
     return DoctorReport(
-        memories=len(truth), turns=len(turns), pending_outbox=await records.pending_outbox_count(),
+        memories=len(truth),
+        turns=len(turns),
+        pending_outbox=await records.pending_outbox_count(),
         disagreements=tuple(found),
     )
 

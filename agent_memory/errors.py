@@ -34,9 +34,7 @@ class EmptyContent(InvalidInput):
 
 class ContentTooLarge(InvalidInput):
     def __init__(self, size: int, limit: int) -> None:
-        super().__init__(
-            f"Turn content is {size} bytes, over max_content_bytes={limit}; nothing was written"
-        )
+        super().__init__(f"Turn content is {size} bytes, over max_content_bytes={limit}; nothing was written")
         self.size, self.limit = size, limit
 
 

@@ -20,12 +20,14 @@ from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNo
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
+    Extraction,
     LogPosition,
     LogRecord,
     Memory,
     MemoryId,
     MemoryStatus,
     RetrievalResult,
+    SaveDecision,
     Tier,
     TurnId,
     TurnInput,
@@ -61,9 +63,7 @@ class MemoryManager:
         self.config = config
         self.clock = clock
         self._owns_embedder = embedder is None
-        self.embedder: Embedder = embedder or MiniLmEmbedder(
-            config.embedding.model_path, batch_size=config.embedding.batch_size
-        )
+        self.embedder: Embedder = embedder or make_embedder(config)
         self.extractor = extractor or SimpleExtractor(
             max_keywords=config.extraction.max_keywords, max_entities=config.extraction.max_entities
         )
@@ -94,7 +94,8 @@ class MemoryManager:
             lock.acquire()
             stack.callback(lock.release)
             self.journal = await JsonlJournal.open(
-                data_dir / "logs", fsync=self.config.journal.fsync == "always",
+                data_dir / "logs",
+                fsync=self.config.journal.fsync == "always",
                 segment_max_bytes=self.config.journal.segment_max_bytes,
             )
             stack.push_async_callback(self.journal.aclose)
@@ -107,7 +108,11 @@ class MemoryManager:
             if self._owns_embedder:
                 stack.push_async_callback(self.embedder.aclose)
             self.projector = Projector(
-                self.records, self.graph, self.vectors, clock=self.clock, batch=self.config.projector_batch,
+                self.records,
+                self.graph,
+                self.vectors,
+                clock=self.clock,
+                batch=self.config.projector_batch,
                 retry_delay=self.config.outbox_retry_delay,
             )
             await asyncio.gather(self.embedder.load(), asyncio.to_thread(self.extractor.warm_up))
@@ -134,8 +139,14 @@ class MemoryManager:
     # ----- the write path ----------------------------------------------------------------------------
 
     async def process_turn(
-        self, session_id: str, turn_number: int, content: str | bytes, *, role: str = "user",
-        emotional_context: EmotionalContext | Mapping[str, float] | None = None, at: datetime | None = None,
+        self,
+        session_id: str,
+        turn_number: int,
+        content: str | bytes,
+        *,
+        role: str = "user",
+        emotional_context: EmotionalContext | Mapping[str, float] | None = None,
+        at: datetime | None = None,
         namespace: str = "default",
     ) -> TurnResult:
         """Log the turn (durably), decide whether it becomes a memory, and commit it with its projections."""
@@ -154,8 +165,16 @@ class MemoryManager:
         await self._claim(keys)
         try:
             records = [
-                LogRecord(TurnId(new_id()), t.namespace, t.session_id, t.turn_number, role, str(t.content),
-                          t.at or now, check_emotion(t.emotional_context))
+                LogRecord(
+                    TurnId(new_id()),
+                    t.namespace,
+                    t.session_id,
+                    t.turn_number,
+                    role,
+                    str(t.content),
+                    t.at or now,
+                    check_emotion(t.emotional_context),
+                )
                 for t, role in checked
             ]
             positions = await self.journal.append_many(records)
@@ -185,33 +204,62 @@ class MemoryManager:
     async def _commit(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> list[TurnResult]:
         now = self.clock()
         decisions = [self.decider.decide(r.content, role=r.role.value) for r in records]
-        to_embed = [r.content for r, d in zip(records, decisions, strict=True) if d.save]
-        vectors = iter(await self.embedder.embed(to_embed))
+        kept = [r.content for r, d in zip(records, decisions, strict=True) if d.save]
+        vectors, extractions = await asyncio.gather(  # the model and YAKE both run off the event loop
+            self.embedder.embed(kept), asyncio.to_thread(lambda: [self.extractor.extract(t) for t in kept])
+        )
+        found = iter(zip(vectors, extractions, strict=True))
         commits, results = [], []
         for record, position, decision in zip(records, positions, decisions, strict=True):
-            checksum = encode_record(record)[1]
-            turn = TurnRow(record.turn_id, record.namespace, record.session_id, record.turn_number, record.role,
-                           record.at, position, checksum)
-            memory = self._memory_for(record, decision, now) if decision.save else None
-            embedding = next(vectors).astype("<f4").tobytes() if memory else None
+            turn = TurnRow(
+                record.turn_id,
+                record.namespace,
+                record.session_id,
+                record.turn_number,
+                record.role,
+                record.at,
+                position,
+                encode_record(record)[1],
+            )
+            memory = embedding = None
+            if decision.save:
+                vector, extraction = next(found)
+                memory = self._memory_for(record, decision, extraction, now)
+                embedding = vector.astype("<f4").tobytes()
             commits.append(TurnCommit(turn, decision, memory, embedding, self.embedder.name))
-            results.append(TurnResult(record.turn_id, position, decision.save,
-                                      memory.memory_id if memory else None, decision))
+            results.append(
+                TurnResult(record.turn_id, position, decision.save, memory.memory_id if memory else None, decision)
+            )
         await self.records.commit_turns(commits, now=now)
         self.projector.notify()
         return results
 
-    def _memory_for(self, record: LogRecord, decision: Any, now: datetime) -> Memory:
-        extraction = self.extractor.extract(record.content)
+    def _memory_for(self, record: LogRecord, decision: SaveDecision, extraction: Extraction, now: datetime) -> Memory:
         emotion = record.emotional_context or EmotionalContext()
         return Memory(
-            memory_id=MemoryId(new_id()), namespace=record.namespace, memory_type=decision.memory_type,
-            content=record.content, keywords=extraction.keywords, entities=extraction.entities,
-            created_at=now, event_at=record.at, last_accessed_at=None, access_count=0, generation=0,
-            tier=Tier.HOT, status=MemoryStatus.ACTIVE, superseded_by=None, valence=emotion.valence,
-            arousal=emotion.arousal, surprise=0.0, importance=decision.importance,
-            confidence=decision.confidence, decay_score=1.0, source_turn_id=record.turn_id,
-            session_id=record.session_id, revision=1,
+            memory_id=MemoryId(new_id()),
+            namespace=record.namespace,
+            memory_type=decision.memory_type,
+            content=record.content,
+            keywords=extraction.keywords,
+            entities=extraction.entities,
+            created_at=now,
+            event_at=record.at,
+            last_accessed_at=None,
+            access_count=0,
+            generation=0,
+            tier=Tier.HOT,
+            status=MemoryStatus.ACTIVE,
+            superseded_by=None,
+            valence=emotion.valence,
+            arousal=emotion.arousal,
+            surprise=0.0,
+            importance=decision.importance,
+            confidence=decision.confidence,
+            decay_score=1.0,
+            source_turn_id=record.turn_id,
+            session_id=record.session_id,
+            revision=1,
         )
 
     async def _recover_unindexed_turns(self) -> None:
@@ -238,8 +286,12 @@ class MemoryManager:
     # ----- the read path -----------------------------------------------------------------------------
 
     async def retrieve(
-        self, query: str, *, emotional_context: EmotionalContext | Mapping[str, float] | None = None,
-        k: int | None = None, namespace: str = "default",
+        self,
+        query: str,
+        *,
+        emotional_context: EmotionalContext | Mapping[str, float] | None = None,
+        k: int | None = None,
+        namespace: str = "default",
     ) -> list[RetrievalResult]:
         """BM25 and semantic search run concurrently, fused by reciprocal rank fusion, explained per layer."""
         self._check_open()
@@ -255,10 +307,20 @@ class MemoryManager:
         )
         rankings = {"keyword": keyword, "semantic": semantic}
         memories = await self.records.get_memories([i for hits in rankings.values() for i, _ in hits])
-        results = fuse(rankings, memories, k=k, rrf_k=self.config.retrieval.rrf_k, mood=mood,
-                       mood_weight=self.config.retrieval.mood_weight)
+        results = fuse(
+            rankings,
+            memories,
+            k=k,
+            rrf_k=self.config.retrieval.rrf_k,
+            mood=mood,
+            mood_weight=self.config.retrieval.mood_weight,
+        )
         await self.records.record_retrieval(
-            new_id(), namespace, query, at=self.clock(), k=k,
+            new_id(),
+            namespace,
+            query,
+            at=self.clock(),
+            k=k,
             results=[(r.memory.memory_id, r.score) for r in results],
         )
         return results
@@ -310,9 +372,20 @@ class MemoryManager:
         if repair and not report.consistent:
             repaired = await doctor.rebuild(self.records, self.graph, self.vectors, report)
             report = await doctor.check(self.records, self.graph, self.vectors, self.journal)
-            report = DoctorReport(report.memories, report.turns, report.pending_outbox,
-                                  report.disagreements, repaired)
+            report = DoctorReport(report.memories, report.turns, report.pending_outbox, report.disagreements, repaired)
         return report
+
+
+def make_embedder(config: Config) -> Embedder:
+    """The text embedder the configuration names: ONNX Runtime by default, sentence-transformers on request."""
+    settings = config.embedding
+    if settings.backend == "torch":
+        return MiniLmEmbedder(settings.model_path, batch_size=settings.batch_size, threads=settings.threads)
+    from agent_memory.embeddings.onnx_text import OnnxMiniLmEmbedder
+
+    return OnnxMiniLmEmbedder(
+        settings.model_path, cache_dir=config.embedding_cache, batch_size=settings.batch_size, threads=settings.threads
+    )
 
 
 async def _open_vectors(config: Config) -> VectorStore:
@@ -320,7 +393,9 @@ async def _open_vectors(config: Config) -> VectorStore:
         from agent_memory.storage.server_vectors import QdrantServerVectors
 
         return await QdrantServerVectors.open(
-            config.vectors.url, api_key=config.vectors.api_key, prefix=config.vectors.collection_prefix,
+            config.vectors.url,
+            api_key=config.vectors.api_key,
+            prefix=config.vectors.collection_prefix,
             dimensions={"text": config.embedding.dimension, "image": 512},
         )
     from agent_memory.storage.vectors import EdgeVectors

@@ -6,16 +6,16 @@ from pathlib import Path
 import pytest
 
 from agent_memory.config import Config, load_config
-from agent_memory.embeddings.text import MiniLmEmbedder
-from agent_memory.manager import MemoryManager
+from agent_memory.embeddings.text import Embedder
+from agent_memory.manager import MemoryManager, make_embedder
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
-def embedder() -> MiniLmEmbedder:
-    """The real all-MiniLM-L6-v2, loaded once for the whole run (its thread outlives each manager)."""
-    return MiniLmEmbedder()
+def embedder() -> Embedder:
+    """The real all-MiniLM-L6-v2 (the default ONNX backend), loaded once for the whole run."""
+    return make_embedder(load_config(ROOT / "config" / "default.toml", environ={}))
 
 
 @pytest.fixture
@@ -24,6 +24,6 @@ def config(tmp_path: Path) -> Config:
 
 
 @pytest.fixture
-async def manager(config: Config, embedder: MiniLmEmbedder) -> AsyncIterator[MemoryManager]:
+async def manager(config: Config, embedder: Embedder) -> AsyncIterator[MemoryManager]:
     async with MemoryManager.open(config, embedder=embedder) as m:
         yield m

@@ -36,8 +36,9 @@ def test_every_key_is_documented_in_docs_config() -> None:
 
 
 def test_environment_overrides_the_file() -> None:
-    config = load_config(DEFAULT_TOML, environ={"AGENT_MEMORY__JOURNAL__FSYNC": "never",
-                                                "AGENT_MEMORY__RETRIEVAL__RRF_K": "10"})
+    config = load_config(
+        DEFAULT_TOML, environ={"AGENT_MEMORY__JOURNAL__FSYNC": "never", "AGENT_MEMORY__RETRIEVAL__RRF_K": "10"}
+    )
     assert config.journal.fsync == "never" and config.retrieval.rrf_k == 10
     assert config.data_dir == Path("~/.agent_memory").expanduser()
 

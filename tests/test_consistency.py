@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -14,15 +15,13 @@ import pytest
 
 from agent_memory import MemoryManager, StoreLocked
 from agent_memory.config import Config
-from agent_memory.embeddings.text import MiniLmEmbedder
+from agent_memory.embeddings.text import Embedder
 from agent_memory.storage.lock import OwnerLock
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-async def test_second_open_in_the_same_process_fails_naming_the_owner(
-    config: Config, embedder: MiniLmEmbedder
-) -> None:
+async def test_second_open_in_the_same_process_fails_naming_the_owner(config: Config, embedder: Embedder) -> None:
     async with MemoryManager.open(config, embedder=embedder):
         with pytest.raises(StoreLocked, match=f"process {os.getpid()}"):
             async with MemoryManager.open(config, embedder=embedder):
@@ -68,10 +67,16 @@ CHILD = textwrap.dedent(
 
 
 async def test_outbox_is_replayed_after_a_crash_between_commit_and_projection(
-    config: Config, embedder: MiniLmEmbedder
+    config: Config, embedder: Embedder
 ) -> None:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(config.data_dir)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", CHILD, str(config.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     memory_id = json.loads(done.stdout.strip().splitlines()[-1])["memory_id"]
     async with MemoryManager.open(config, embedder=embedder) as manager:
@@ -83,13 +88,21 @@ async def test_outbox_is_replayed_after_a_crash_between_commit_and_projection(
         assert results[0].memory.memory_id == memory_id
 
 
-async def test_turns_logged_but_not_committed_are_recovered(config: Config, embedder: MiniLmEmbedder) -> None:
+async def test_turns_logged_but_not_committed_are_recovered(config: Config, embedder: Embedder) -> None:
     async with MemoryManager.open(config, embedder=embedder) as manager:
         await manager.process_turn("s1", 0, "The first turn made it all the way.")
         from agent_memory.models import LogRecord, Role, TurnId, new_id, utc_now
 
-        orphan = LogRecord(TurnId(new_id()), "default", "s1", 1, Role.USER,
-                           "This turn reached the log, then the process died.", utc_now(), None)
+        orphan = LogRecord(
+            TurnId(new_id()),
+            "default",
+            "s1",
+            1,
+            Role.USER,
+            "This turn reached the log, then the process died.",
+            utc_now(),
+            None,
+        )
         await manager.journal.append(orphan)  # what a crash before the SQLite commit leaves behind
     async with MemoryManager.open(config, embedder=embedder) as manager:
         assert manager.recovered_turns == 1
@@ -98,11 +111,13 @@ async def test_turns_logged_but_not_committed_are_recovered(config: Config, embe
         assert (await manager.doctor()).consistent
 
 
-async def test_doctor_finds_and_repairs_damaged_projections(config: Config, embedder: MiniLmEmbedder) -> None:
+async def test_doctor_finds_and_repairs_damaged_projections(config: Config, embedder: Embedder) -> None:
     async with MemoryManager.open(config, embedder=embedder) as manager:
         results = await manager.process_turns(
-            [{"session_id": "s1", "turn_number": i, "content": f"Fact number {i} about the Harbor project."}
-             for i in range(20)]
+            [
+                {"session_id": "s1", "turn_number": i, "content": f"Fact number {i} about the Harbor project."}
+                for i in range(20)
+            ]
         )
         await manager.flush()
         victim = results[3].memory_id
@@ -120,10 +135,11 @@ async def test_doctor_finds_and_repairs_damaged_projections(config: Config, embe
         assert stats["graph"]["NEXT"] == 19
 
 
-async def test_doctor_repairs_a_deleted_vector_folder(config: Config, embedder: MiniLmEmbedder) -> None:
+async def test_doctor_repairs_a_deleted_vector_folder(config: Config, embedder: Embedder) -> None:
     async with MemoryManager.open(config, embedder=embedder) as manager:
-        await manager.process_turns([{"session_id": "s1", "turn_number": i, "content": f"note {i} on Porto"}
-                                     for i in range(5)])
+        await manager.process_turns(
+            [{"session_id": "s1", "turn_number": i, "content": f"note {i} on Porto"} for i in range(5)]
+        )
     shutil.rmtree(config.data_dir / "vectors")
     async with MemoryManager.open(config, embedder=embedder) as manager:
         report = await manager.doctor(repair=True)
@@ -131,10 +147,11 @@ async def test_doctor_repairs_a_deleted_vector_folder(config: Config, embedder: 
         assert report.consistent and (await manager.stats())["vectors"]["text"] == 5
 
 
-async def test_doctor_reports_a_log_offset_that_points_elsewhere(config: Config, embedder: MiniLmEmbedder) -> None:
+async def test_doctor_reports_a_log_offset_that_points_elsewhere(config: Config, embedder: Embedder) -> None:
     async with MemoryManager.open(config, embedder=embedder) as manager:
-        await manager.process_turns([{"session_id": "s1", "turn_number": i, "content": f"line {i} of notes"}
-                                     for i in range(3)])
+        await manager.process_turns(
+            [{"session_id": "s1", "turn_number": i, "content": f"line {i} of notes"} for i in range(3)]
+        )
         async with manager.records.transaction() as db:
             await db.execute("UPDATE turns SET offset = offset + 1 WHERE turn_number = 2")
         report = await manager.doctor()

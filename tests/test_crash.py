@@ -12,9 +12,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_five_sigkill_cycles_lose_nothing(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "crash_test.py"), "--cycles", "5", "--seed", "20261129",
-         "--data-dir", str(tmp_path / "data")],
-        capture_output=True, text=True, timeout=1200, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "crash_test.py"),
+            "--cycles",
+            "5",
+            "--seed",
+            "20261129",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=ROOT,
     )
     last = done.stdout.strip().splitlines()[-1]
     found = re.fullmatch(r"cycles=(\d+) acknowledged=(\d+) lost=(\d+) divergent=(\d+)", last)

@@ -14,8 +14,14 @@ from agent_memory.storage.journal import JsonlJournal, segment_name
 
 def record(n: int, content: str = "") -> LogRecord:
     return LogRecord(
-        TurnId(f"turn-{n}"), "default", "s1", n, Role.USER, content or f"turn number {n} — café ✓",
-        datetime(2026, 3, 1, 12, n % 60, tzinfo=UTC), EmotionalContext(0.5, 0.25) if n % 2 else None,
+        TurnId(f"turn-{n}"),
+        "default",
+        "s1",
+        n,
+        Role.USER,
+        content or f"turn number {n} — café ✓",
+        datetime(2026, 3, 1, 12, n % 60, tzinfo=UTC),
+        EmotionalContext(0.5, 0.25) if n % 2 else None,
     )
 
 
@@ -36,8 +42,17 @@ async def test_every_line_carries_ids_time_emotion_and_checksum(tmp_path: Path) 
     await journal.append(record(1))
     await journal.aclose()
     line = json.loads((tmp_path / segment_name(1)).read_text().splitlines()[0])
-    assert {"turn_id", "namespace", "session_id", "turn_number", "role", "content", "at",
-            "emotional_context", "checksum"} <= set(line)
+    assert {
+        "turn_id",
+        "namespace",
+        "session_id",
+        "turn_number",
+        "role",
+        "content",
+        "at",
+        "emotional_context",
+        "checksum",
+    } <= set(line)
     assert line["emotional_context"] == {"valence": 0.5, "arousal": 0.25}
 
 

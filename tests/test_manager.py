@@ -20,7 +20,7 @@ from agent_memory import (
     TurnNotFound,
 )
 from agent_memory.config import Config
-from agent_memory.embeddings.text import MiniLmEmbedder
+from agent_memory.embeddings.text import Embedder
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -77,8 +77,13 @@ async def test_retrieval_records_access_once_per_returned_memory(manager: Memory
 
 async def test_mood_congruent_memories_are_lifted(manager: MemoryManager) -> None:
     await manager.process_turn("s1", 0, "The dog walk in the park was long today.", at=T0)
-    await manager.process_turn("s1", 1, "The dog walk in the park was awful, Biscuit got hurt.", at=T0,
-                               emotional_context={"valence": -0.9, "arousal": 0.9})
+    await manager.process_turn(
+        "s1",
+        1,
+        "The dog walk in the park was awful, Biscuit got hurt.",
+        at=T0,
+        emotional_context={"valence": -0.9, "arousal": 0.9},
+    )
     calm = await manager.retrieve("dog walk in the park", k=2)
     upset = await manager.retrieve("dog walk in the park", k=2, emotional_context={"valence": -0.9, "arousal": 0.9})
     upset_scores = {r.memory.content: r.score for r in upset}
@@ -110,18 +115,18 @@ async def test_bulk_ingest_links_sessions_in_the_graph(manager: MemoryManager) -
 @pytest.mark.parametrize(
     ("turn", "error"),
     [
-        (dict(content=""), EmptyContent),
-        (dict(content="   \n\t"), EmptyContent),
-        (dict(content="x" * 70_000), ContentTooLarge),
-        (dict(content=b"caf\xe9 au lait"), InvalidEncoding),
-        (dict(content="lone \ud800 surrogate"), InvalidEncoding),
-        (dict(session_id="bad session id!"), InvalidIdentifier),
-        (dict(session_id=""), InvalidIdentifier),
-        (dict(namespace="../etc"), InvalidIdentifier),
-        (dict(role="narrator"), InvalidInput),
-        (dict(turn_number=-1), InvalidInput),
-        (dict(at=datetime(2026, 1, 1)), InvalidInput),
-        (dict(emotional_context={"valence": 3}), InvalidInput),
+        ({"content": ""}, EmptyContent),
+        ({"content": "   \n\t"}, EmptyContent),
+        ({"content": "x" * 70_000}, ContentTooLarge),
+        ({"content": b"caf\xe9 au lait"}, InvalidEncoding),
+        ({"content": "lone \ud800 surrogate"}, InvalidEncoding),
+        ({"session_id": "bad session id!"}, InvalidIdentifier),
+        ({"session_id": ""}, InvalidIdentifier),
+        ({"namespace": "../etc"}, InvalidIdentifier),
+        ({"role": "narrator"}, InvalidInput),
+        ({"turn_number": -1}, InvalidInput),
+        ({"at": datetime(2026, 1, 1)}, InvalidInput),
+        ({"emotional_context": {"valence": 3}}, InvalidInput),
     ],
 )
 async def test_bad_input_is_refused_and_writes_nothing(manager: MemoryManager, turn: dict, error: type) -> None:
@@ -160,7 +165,7 @@ async def test_unknown_ids_raise_not_found(manager: MemoryManager) -> None:
         await manager.retrieve("  ")
 
 
-async def test_closed_manager_refuses_work(config: Config, embedder: MiniLmEmbedder) -> None:
+async def test_closed_manager_refuses_work(config: Config, embedder: Embedder) -> None:
     manager = MemoryManager(config, embedder=embedder)
     await manager.initialize()
     await manager.close()
@@ -171,7 +176,7 @@ async def test_closed_manager_refuses_work(config: Config, embedder: MiniLmEmbed
         await manager.retrieve("anything")
 
 
-async def test_reopen_keeps_everything(config: Config, embedder: MiniLmEmbedder) -> None:
+async def test_reopen_keeps_everything(config: Config, embedder: Embedder) -> None:
     async with MemoryManager.open(config, embedder=embedder) as manager:
         await ingest(manager, CONVERSATION)
         before = await manager.stats()

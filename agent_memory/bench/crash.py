@@ -22,11 +22,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_memory.config import load_config
-from agent_memory.embeddings.text import MiniLmEmbedder
-from agent_memory.manager import MemoryManager
+from agent_memory.embeddings.text import Embedder
+from agent_memory.manager import MemoryManager, make_embedder
 
-WORDS = ("Lisbon Porto Biscuit Ines Tom Harbor invoice flight train coffee dinner surgery garden race "
-         "review budget launch book concert meeting").split()
+WORDS = (
+    "Lisbon",
+    "Porto",
+    "Biscuit",
+    "Ines",
+    "Tom",
+    "Harbor",
+    "invoice",
+    "flight",
+    "train",
+    "coffee",
+    "dinner",
+    "surgery",
+    "garden",
+    "race",
+    "review",
+    "budget",
+    "launch",
+    "book",
+    "concert",
+    "meeting",
+)
 
 
 @dataclass
@@ -48,8 +68,10 @@ async def child(data_dir: Path, cycle: int, seed: int) -> None:
         print("READY", flush=True)
         for n in range(100_000):
             if rng.random() < 0.2:
-                turns = [{"session_id": f"c{cycle}", "turn_number": n * 10 + i, "content": _sentence(rng)}
-                         for i in range(rng.randint(2, 8))]
+                turns = [
+                    {"session_id": f"c{cycle}", "turn_number": n * 10 + i, "content": _sentence(rng)}
+                    for i in range(rng.randint(2, 8))
+                ]
                 results = await manager.process_turns(turns)
             else:
                 results = [await manager.process_turn(f"c{cycle}", n * 10, _sentence(rng))]
@@ -65,8 +87,17 @@ def _sentence(rng: random.Random) -> str:
 
 def run_cycle(data_dir: Path, cycle: int, rng: random.Random) -> list[dict[str, str]]:
     """Start a child, let it work for a random while, SIGKILL it; return what it acknowledged."""
-    command = [sys.executable, "-m", "agent_memory.bench.crash", "--child", str(data_dir), "--cycle", str(cycle),
-               "--seed", str(rng.randrange(1 << 30))]
+    command = [
+        sys.executable,
+        "-m",
+        "agent_memory.bench.crash",
+        "--child",
+        str(data_dir),
+        "--cycle",
+        str(cycle),
+        "--seed",
+        str(rng.randrange(1 << 30)),
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     acked: list[dict[str, str]] = []
     ready = threading.Event()
@@ -92,7 +123,7 @@ def run_cycle(data_dir: Path, cycle: int, rng: random.Random) -> list[dict[str, 
     return acked
 
 
-async def verify(data_dir: Path, acked: list[dict[str, str]], embedder: MiniLmEmbedder, tally: Tally) -> None:
+async def verify(data_dir: Path, acked: list[dict[str, str]], embedder: Embedder, tally: Tally) -> None:
     config = load_config(environ={}, data_dir=str(data_dir))
     async with MemoryManager.open(config, embedder=embedder) as manager:
         for ack in acked:
@@ -122,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(seed)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="agent-memory-crash-"))
     print(f"crash test: seed={seed} data_dir={data_dir}", flush=True)
-    embedder = MiniLmEmbedder()
+    embedder = make_embedder(load_config(environ={}))
     tally = Tally()
     for cycle in range(args.cycles):
         acked = run_cycle(data_dir, cycle, rng)

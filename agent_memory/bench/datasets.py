@@ -53,8 +53,12 @@ def locomo_turns(path: Path) -> Iterator[TurnInput]:
                     text += f" [image: {turn['blip_caption']}]"
                 role = "user" if turn["speaker"] == conversation["speaker_a"] else "assistant"
                 yield TurnInput(
-                    session_id=f"session_{number}", turn_number=index, content=text, role=role,
-                    at=started + timedelta(seconds=30 * index), namespace=_namespace(sample["sample_id"]),
+                    session_id=f"session_{number}",
+                    turn_number=index,
+                    content=text,
+                    role=role,
+                    at=started + timedelta(seconds=30 * index),
+                    namespace=_namespace(sample["sample_id"]),
                 )
 
 
@@ -78,8 +82,12 @@ def longmemeval_turns(path: Path) -> Iterator[TurnInput]:
                 if not (turn.get("content") or "").strip():
                     continue
                 yield TurnInput(
-                    session_id=_namespace(session_id), turn_number=index, content=turn["content"],
-                    role=turn["role"], at=started + timedelta(seconds=30 * index), namespace=namespace,
+                    session_id=_namespace(session_id),
+                    turn_number=index,
+                    content=turn["content"],
+                    role=turn["role"],
+                    at=started + timedelta(seconds=30 * index),
+                    namespace=namespace,
                 )
 
 

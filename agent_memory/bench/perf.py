@@ -53,8 +53,14 @@ async def measure(turns: list[TurnInput], *, single: int, batch: int, fsync: str
         async with MemoryManager.open(config) as manager:
             for turn in turns[:single]:
                 started = time.perf_counter()
-                await manager.process_turn(turn.session_id, turn.turn_number, turn.content, role=turn.role,
-                                           at=turn.at, namespace=turn.namespace)
+                await manager.process_turn(
+                    turn.session_id,
+                    turn.turn_number,
+                    turn.content,
+                    role=turn.role,
+                    at=turn.at,
+                    namespace=turn.namespace,
+                )
                 latencies.append((time.perf_counter() - started) * 1000)
         config = load_config(environ={}, data_dir=bulk, journal__fsync=fsync)
         async with MemoryManager.open(config) as manager:
@@ -65,26 +71,35 @@ async def measure(turns: list[TurnInput], *, single: int, batch: int, fsync: str
                 saved += sum(r.saved for r in await manager.process_turns(chunk))
             await manager.flush()
             seconds = time.perf_counter() - started
-    return IngestFigures(len(latencies), statistics.median(latencies), percentile(latencies, 0.95), len(turns),
-                         seconds, saved / len(turns), fsync)
+    return IngestFigures(
+        len(latencies),
+        statistics.median(latencies),
+        percentile(latencies, 0.95),
+        len(turns),
+        seconds,
+        saved / len(turns),
+        fsync,
+    )
 
 
 def render(figures: IngestFigures, data: Path, batch: int) -> str:
-    return "\n".join([
-        BEGIN,
-        f"Measured {datetime.now(UTC):%Y-%m-%d} on {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}; data `{data.name}`; no LLM; journal fsync `{figures.fsync}`; "
-        "real all-MiniLM-L6-v2, SQLite, Kuzu and Qdrant Edge in a temporary directory.",
-        "",
-        "| measure | value | target |",
-        "|---|---|---|",
-        f"| process_turn p50 ({figures.single_turns} turns one at a time) | {figures.p50_ms:.1f} ms | <= 25 ms |",
-        f"| process_turn p95 | {figures.p95_ms:.1f} ms | <= 60 ms |",
-        f"| bulk process_turns, batches of {batch} ({figures.bulk_turns} turns, projections included) "
-        f"| {figures.bulk_rate:.0f} turns/s | >= 300 turns/s |",
-        f"| share of turns kept as memories | {figures.saved_share:.2f} | |",
-        END,
-    ])
+    return "\n".join(
+        [
+            BEGIN,
+            f"Measured {datetime.now(UTC):%Y-%m-%d} on {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}; data `{data.name}`; no LLM; journal fsync `{figures.fsync}`; "
+            "real all-MiniLM-L6-v2, SQLite, Kuzu and Qdrant Edge in a temporary directory.",
+            "",
+            "| measure | value | target |",
+            "|---|---|---|",
+            f"| process_turn p50 ({figures.single_turns} turns one at a time) | {figures.p50_ms:.1f} ms | <= 25 ms |",
+            f"| process_turn p95 | {figures.p95_ms:.1f} ms | <= 60 ms |",
+            f"| bulk process_turns, batches of {batch} ({figures.bulk_turns} turns, projections included) "
+            f"| {figures.bulk_rate:.0f} turns/s | >= 300 turns/s |",
+            f"| share of turns kept as memories | {figures.saved_share:.2f} | |",
+            END,
+        ]
+    )
 
 
 def write_docs(section: str, path: Path) -> None:

@@ -32,8 +32,9 @@ class MiniLmEmbedder:
 
     dimension = 384
 
-    def __init__(self, model_path: str = "", *, batch_size: int = 64) -> None:
+    def __init__(self, model_path: str = "", *, batch_size: int = 64, threads: int = 0) -> None:
         self.model_path = model_path or default_model_path()
+        self.threads = threads
         self.name = "all-MiniLM-L6-v2"
         self.batch_size = batch_size
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="embedder")
@@ -48,7 +49,8 @@ class MiniLmEmbedder:
                 import torch
                 from sentence_transformers import SentenceTransformer
 
-                torch.set_num_threads(max(1, torch.get_num_threads()))
+                if self.threads:
+                    torch.set_num_threads(self.threads)
                 self._model = SentenceTransformer(self.model_path, device="cpu", local_files_only=True)
             except Exception as exc:
                 raise ModelError(f"Cannot load the text embedder from {self.model_path}: {exc}") from exc
@@ -63,7 +65,10 @@ class MiniLmEmbedder:
         model = self._load_sync()
         try:
             vectors = model.encode(
-                texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
                 show_progress_bar=False,
             )
         except Exception as exc:

@@ -19,11 +19,30 @@ from agent_memory.models import RetrievalResult
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agent-memory", description="A local-first memory for AI agents.")
-    parser.add_argument("--data-dir", type=Path, help="data directory (default: config data_dir, ~/.agent_memory)")
-    parser.add_argument("--config", type=Path, help="a TOML config file (see config/default.toml)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress and warnings")
-    commands = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--data-dir",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="data directory (default: config data_dir, ~/.agent_memory)",
+    )
+    common.add_argument(
+        "--config", type=Path, default=argparse.SUPPRESS, help="a TOML config file (see config/default.toml)"
+    )
+    common.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress and warnings"
+    )
+    parser = argparse.ArgumentParser(
+        prog="agent-memory", description="A local-first memory for AI agents.", parents=[common]
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+
+    class Commands:  # every subcommand takes --data-dir, --config and -v too, before or after its name
+        @staticmethod
+        def add_parser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+            return subparsers.add_parser(name, parents=[common], **kwargs)
+
+    commands = Commands()
 
     ingest = commands.add_parser("ingest", help="ingest turns from a file")
     ingest.add_argument("file", type=Path)
@@ -51,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for name in ("data_dir", "config", "verbose"):  # given before or after the subcommand, or not at all
+        setattr(args, name, getattr(args, name, None))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         config = _config(args)
@@ -115,18 +136,20 @@ async def cmd_search(config: Config, args: argparse.Namespace) -> int:
 def result_json(result: RetrievalResult) -> dict[str, Any]:
     m = result.memory
     return {
-        "rank": result.rank, "score": result.score, "memory_id": m.memory_id, "content": m.content,
-        "session_id": m.session_id, "event_at": m.event_at.isoformat(), "type": m.memory_type.value,
+        "rank": result.rank,
+        "score": result.score,
+        "memory_id": m.memory_id,
+        "content": m.content,
+        "session_id": m.session_id,
+        "event_at": m.event_at.isoformat(),
+        "type": m.memory_type.value,
         "layers": {name: {"rank": h.rank, "score": h.score} for name, h in result.layers.items()},
     }
 
 
 def format_result(result: RetrievalResult) -> str:
     m = result.memory
-    return (
-        f"{result.rank:>2}. [{m.event_at:%Y-%m-%d} {m.session_id}] {m.content}\n"
-        f"    {result.explain()}"
-    )
+    return f"{result.rank:>2}. [{m.event_at:%Y-%m-%d} {m.session_id}] {m.content}\n    {result.explain()}"
 
 
 async def cmd_stats(config: Config, args: argparse.Namespace) -> int:

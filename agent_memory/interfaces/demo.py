@@ -63,8 +63,10 @@ async def run_demo(conversation: Path | None, *, data_dir: Path | None, config: 
         report = await manager.doctor()
         first = await manager.retrieve(QUESTIONS[1][0], k=1)
     print(f"after reopen: {_summary(after)}")
-    print(f"doctor: {'consistent' if report.consistent else 'INCONSISTENT'}; "
-          f"top answer to {QUESTIONS[1][0]!r}: {first[0].memory.content if first else 'none'}")
+    print(
+        f"doctor: {'consistent' if report.consistent else 'INCONSISTENT'}; "
+        f"top answer to {QUESTIONS[1][0]!r}: {first[0].memory.content if first else 'none'}"
+    )
     same = before["records"]["turns"] == after["records"]["turns"] and _memories(before) == _memories(after)
     print("nothing lost." if same and report.consistent else "MISMATCH after reopen.")
     return 0 if same and report.consistent else 1

@@ -45,8 +45,14 @@ class Projector:
     """Drains the outbox into Kuzu and Qdrant; a background task keeps it drained between calls."""
 
     def __init__(
-        self, records: SqliteRecords, graph: GraphStore, vectors: VectorStore, *,
-        clock: Callable[[], datetime], batch: int = 256, retry_delay: timedelta = timedelta(seconds=1),
+        self,
+        records: SqliteRecords,
+        graph: GraphStore,
+        vectors: VectorStore,
+        *,
+        clock: Callable[[], datetime],
+        batch: int = 256,
+        retry_delay: timedelta = timedelta(seconds=1),
     ) -> None:
         self._records, self._graph, self._vectors = records, graph, vectors
         self._clock, self._batch, self._retry = clock, batch, retry_delay

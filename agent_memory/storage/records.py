@@ -28,11 +28,11 @@ from agent_memory.models import (
     MemoryStatus,
     MemoryType,
     OutboxItem,
+    Role,
     SaveDecision,
     Tier,
     TurnId,
     TurnRow,
-    Role,
 )
 
 MEMORY_COLUMNS = (
@@ -55,10 +55,11 @@ class TurnCommit:
 
 def migrations() -> list[tuple[int, str, str]]:
     folder = resources.files("agent_memory.storage") / "migrations"
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name[:4]), entry.name, entry.read_text(encoding="utf-8")))
+    found = [
+        (int(entry.name[:4]), entry.name, entry.read_text(encoding="utf-8"))
+        for entry in folder.iterdir()
+        if entry.name.endswith(".sql")
+    ]
     return sorted(found)
 
 
@@ -138,9 +139,7 @@ class SqliteRecords:
         return known
 
     async def last_position(self) -> LogPosition | None:
-        rows = await self._fetch(
-            "SELECT segment, offset, length FROM turns ORDER BY segment DESC, offset DESC LIMIT 1"
-        )
+        rows = await self._fetch("SELECT segment, offset, length FROM turns ORDER BY segment DESC, offset DESC LIMIT 1")
         return LogPosition(*rows[0]) if rows else None
 
     async def turns(self) -> list[TurnRow]:
@@ -245,8 +244,11 @@ class SqliteRecords:
             entities.setdefault(memory_id, []).append(entity)
         return [
             GraphMemory(
-                memory_id=MemoryId(r[0]), namespace=r[1], memory_type=MemoryType(r[2]),
-                created_at=datetime.fromisoformat(r[3]), session_id=r[4],
+                memory_id=MemoryId(r[0]),
+                namespace=r[1],
+                memory_type=MemoryType(r[2]),
+                created_at=datetime.fromisoformat(r[3]),
+                session_id=r[4],
                 previous_in_session=MemoryId(r[5]) if r[4] is not None and r[5] else None,
                 entities=tuple(entities.get(r[0], ())),
             )
@@ -272,8 +274,7 @@ class SqliteRecords:
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             rows = await self._fetch(
-                f"SELECT memory_id, embedding FROM memories WHERE memory_id IN ({marks}) "
-                "AND embedding IS NOT NULL",
+                f"SELECT memory_id, embedding FROM memories WHERE memory_id IN ({marks}) AND embedding IS NOT NULL",
                 chunk,
             )
             found.update({r[0]: (bytes(r[1]), memories[r[0]]) for r in rows})
@@ -283,8 +284,7 @@ class SqliteRecords:
 
     async def pending_outbox(self, limit: int) -> list[OutboxItem]:
         rows = await self._fetch(
-            "SELECT outbox_id, op, memory_id, attempts FROM outbox WHERE done_at IS NULL "
-            "ORDER BY outbox_id LIMIT ?",
+            "SELECT outbox_id, op, memory_id, attempts FROM outbox WHERE done_at IS NULL ORDER BY outbox_id LIMIT ?",
             (limit,),
         )
         return [OutboxItem(r[0], r[1], MemoryId(r[2]), r[3]) for r in rows]
@@ -309,15 +309,28 @@ class SqliteRecords:
     # ----- access and retrieval events ---------------------------------------------------------------
 
     async def record_retrieval(
-        self, retrieval_id: str, namespace: str, query: str, *, at: datetime, k: int,
+        self,
+        retrieval_id: str,
+        namespace: str,
+        query: str,
+        *,
+        at: datetime,
+        k: int,
         results: Sequence[tuple[str, float]],
     ) -> None:
         async with self.transaction() as db:
             await db.execute(
                 "INSERT INTO retrieval_events (retrieval_id, namespace, query, at, k, result_ids, top_score) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (retrieval_id, namespace, query, _ts(at), k, json.dumps([r[0] for r in results]),
-                 results[0][1] if results else None),
+                (
+                    retrieval_id,
+                    namespace,
+                    query,
+                    _ts(at),
+                    k,
+                    json.dumps([r[0] for r in results]),
+                    results[0][1] if results else None,
+                ),
             )
             await db.executemany(
                 "INSERT INTO access_log (memory_id, retrieval_id, accessed_at, rank) VALUES (?, ?, ?, ?)",
@@ -374,8 +387,18 @@ async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: dateti
     await db.execute(
         "INSERT INTO turns (turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, "
         "checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (turn.turn_id, turn.namespace, turn.session_id, turn.turn_number, turn.role.value, _ts(turn.at),
-         turn.position.segment, turn.position.offset, turn.position.length, turn.checksum),
+        (
+            turn.turn_id,
+            turn.namespace,
+            turn.session_id,
+            turn.turn_number,
+            turn.role.value,
+            _ts(turn.at),
+            turn.position.segment,
+            turn.position.offset,
+            turn.position.length,
+            turn.checksum,
+        ),
     )
     if memory is not None:
         await _insert_memory(db, memory, commit, turn.turn_number)
@@ -386,9 +409,18 @@ async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: dateti
     await db.execute(
         "INSERT INTO save_decisions (turn_id, memory_id, decided_at, path, save, memory_type, confidence, "
         "importance, reason, features) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (turn.turn_id, memory.memory_id if memory else None, _ts(now), decision.path.value, int(decision.save),
-         decision.memory_type.value, decision.confidence, decision.importance, decision.reason,
-         json.dumps(dict(decision.features), sort_keys=True)),
+        (
+            turn.turn_id,
+            memory.memory_id if memory else None,
+            _ts(now),
+            decision.path.value,
+            int(decision.save),
+            decision.memory_type.value,
+            decision.confidence,
+            decision.importance,
+            decision.reason,
+            json.dumps(dict(decision.features), sort_keys=True),
+        ),
     )
 
 
@@ -398,10 +430,31 @@ async def _insert_memory(db: aiosqlite.Connection, m: Memory, commit: TurnCommit
         "generation, tier, status, valence, arousal, surprise, importance, confidence, decay_score, fast_path, "
         "source_turn_id, session_id, turn_number, revision, embedding, embedding_model) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (m.memory_id, m.namespace, m.memory_type.value, m.content, json.dumps(list(m.keywords)),
-         _ts(m.created_at), _ts(m.event_at), m.generation, m.tier.value, m.status.value, m.valence, m.arousal,
-         m.surprise, m.importance, m.confidence, m.decay_score, int(commit.decision.path.value == "fast"),
-         m.source_turn_id, m.session_id, turn_number, m.revision, commit.embedding, commit.embedding_model),
+        (
+            m.memory_id,
+            m.namespace,
+            m.memory_type.value,
+            m.content,
+            json.dumps(list(m.keywords)),
+            _ts(m.created_at),
+            _ts(m.event_at),
+            m.generation,
+            m.tier.value,
+            m.status.value,
+            m.valence,
+            m.arousal,
+            m.surprise,
+            m.importance,
+            m.confidence,
+            m.decay_score,
+            int(commit.decision.path.value == "fast"),
+            m.source_turn_id,
+            m.session_id,
+            turn_number,
+            m.revision,
+            commit.embedding,
+            commit.embedding_model,
+        ),
     )
     await db.executemany(
         "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)",
@@ -411,18 +464,40 @@ async def _insert_memory(db: aiosqlite.Connection, m: Memory, commit: TurnCommit
 
 def _turn_row(r: sqlite3.Row | tuple[Any, ...]) -> TurnRow:
     return TurnRow(
-        turn_id=TurnId(r[0]), namespace=r[1], session_id=r[2], turn_number=r[3], role=Role(r[4]),
-        at=datetime.fromisoformat(r[5]), position=LogPosition(r[6], r[7], r[8]), checksum=r[9],
+        turn_id=TurnId(r[0]),
+        namespace=r[1],
+        session_id=r[2],
+        turn_number=r[3],
+        role=Role(r[4]),
+        at=datetime.fromisoformat(r[5]),
+        position=LogPosition(r[6], r[7], r[8]),
+        checksum=r[9],
     )
 
 
 def _memory(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> Memory:
     return Memory(
-        memory_id=MemoryId(r[0]), namespace=r[1], memory_type=MemoryType(r[2]), content=r[3],
-        keywords=tuple(json.loads(r[4])), entities=entities, created_at=datetime.fromisoformat(r[5]),
-        event_at=datetime.fromisoformat(r[6]), last_accessed_at=_dt(r[7]), access_count=r[8],
-        generation=r[9], tier=Tier(r[10]), status=MemoryStatus(r[11]),
-        superseded_by=MemoryId(r[12]) if r[12] else None, valence=r[13], arousal=r[14], surprise=r[15],
-        importance=r[16], confidence=r[17], decay_score=r[18],
-        source_turn_id=TurnId(r[19]) if r[19] else None, session_id=r[20], revision=r[21],
+        memory_id=MemoryId(r[0]),
+        namespace=r[1],
+        memory_type=MemoryType(r[2]),
+        content=r[3],
+        keywords=tuple(json.loads(r[4])),
+        entities=entities,
+        created_at=datetime.fromisoformat(r[5]),
+        event_at=datetime.fromisoformat(r[6]),
+        last_accessed_at=_dt(r[7]),
+        access_count=r[8],
+        generation=r[9],
+        tier=Tier(r[10]),
+        status=MemoryStatus(r[11]),
+        superseded_by=MemoryId(r[12]) if r[12] else None,
+        valence=r[13],
+        arousal=r[14],
+        surprise=r[15],
+        importance=r[16],
+        confidence=r[17],
+        decay_score=r[18],
+        source_turn_id=TurnId(r[19]) if r[19] else None,
+        session_id=r[20],
+        revision=r[21],
     )

@@ -1,0 +1,63 @@
+"""SQLite records: versioned migrations, FTS5 kept in step by triggers, the outbox's bookkeeping."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from agent_memory.models import utc_now
+from agent_memory.storage.records import SqliteRecords, migrations
+
+
+async def test_migrations_apply_once_in_order(tmp_path: Path) -> None:
+    found = migrations()
+    assert [v for v, _, _ in found] == list(range(1, len(found) + 1))
+    records = await SqliteRecords.open(tmp_path / "memory.db")
+    assert await records.schema_version() == len(found)
+    await records.aclose()
+    again = await SqliteRecords.open(tmp_path / "memory.db")  # reopening applies nothing twice
+    assert await again.schema_version() == len(found)
+    await again.aclose()
+    with sqlite3.connect(tmp_path / "memory.db") as db:
+        rows = db.execute("SELECT version, name FROM schema_migrations").fetchall()
+        assert rows == [(v, name) for v, name, _ in found]
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    assert {"turns", "memories", "memory_entities", "access_log", "save_decisions", "retrieval_events",
+            "compaction_history", "outbox", "memories_fts"} <= tables
+
+
+async def test_fts_follows_inserts_updates_and_deletes(tmp_path: Path) -> None:
+    records = await SqliteRecords.open(tmp_path / "memory.db")
+    now = utc_now().isoformat()
+    async with records.transaction() as db:
+        await db.execute(
+            "INSERT INTO memories (memory_id, namespace, memory_type, content, keywords, created_at, event_at) "
+            "VALUES ('m1', 'default', 'episodic', 'Running the marathons in Lisbon', '[\"lisbon\"]', ?, ?)",
+            (now, now),
+        )
+    assert [i for i, _ in await records.keyword_search("default", '"run"', limit=5)] == ["m1"]  # porter stem
+    async with records.transaction() as db:
+        await db.execute("UPDATE memories SET content = 'Swimming in Porto' WHERE memory_id = 'm1'")
+    assert await records.keyword_search("default", '"run"', limit=5) == []
+    assert [i for i, _ in await records.keyword_search("default", '"porto"', limit=5)] == ["m1"]
+    assert await records.keyword_search("other", '"porto"', limit=5) == []
+    async with records.transaction() as db:
+        await db.execute("DELETE FROM memories WHERE memory_id = 'm1'")
+    assert await records.keyword_search("default", '"porto"', limit=5) == []
+    await records.aclose()
+
+
+async def test_failed_transaction_rolls_back(tmp_path: Path) -> None:
+    records = await SqliteRecords.open(tmp_path / "memory.db")
+    now = utc_now().isoformat()
+    try:
+        async with records.transaction() as db:
+            await db.execute(
+                "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', 'm1', ?)", (now,)
+            )
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert await records.pending_outbox_count() == 0
+    await records.aclose()

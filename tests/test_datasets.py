@@ -14,11 +14,15 @@ def test_locomo_reader(tmp_path: Path) -> None:
     sample = {
         "sample_id": "conv-x",
         "conversation": {
-            "speaker_a": "Ann", "speaker_b": "Bo",
-            "session_1_date_time": "1:56 pm on 8 May, 2023", "session_2_date_time": "9:00 am on 9 May, 2023",
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_2_date_time": "9:00 am on 9 May, 2023",
             "session_3_date_time": "9:00 am on 10 May, 2023",  # a date with no session is ignored
-            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bo!"},
-                          {"speaker": "Bo", "dia_id": "D1:2", "text": "Look", "blip_caption": "a red kite"}],
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bo!"},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Look", "blip_caption": "a red kite"},
+            ],
             "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Back again"}],
         },
         "qa": [],
@@ -33,12 +37,16 @@ def test_locomo_reader(tmp_path: Path) -> None:
 
 def test_longmemeval_reader_reads_gzip_and_skips_empty_turns(tmp_path: Path) -> None:
     entry = {
-        "question_id": "q 1", "question_type": "single-session-user", "question": "?", "answer": "",
-        "question_date": "2023/05/30 (Tue) 10:00", "answer_session_ids": ["s_a"],
-        "haystack_session_ids": ["s_a", "s_b"], "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/21 (Sun) 08:00"],
+        "question_id": "q 1",
+        "question_type": "single-session-user",
+        "question": "?",
+        "answer": "",
+        "question_date": "2023/05/30 (Tue) 10:00",
+        "answer_session_ids": ["s_a"],
+        "haystack_session_ids": ["s_a", "s_b"],
+        "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/21 (Sun) 08:00"],
         "haystack_sessions": [
-            [{"role": "user", "content": "I adopted a cat", "has_answer": True},
-             {"role": "assistant", "content": ""}],
+            [{"role": "user", "content": "I adopted a cat", "has_answer": True}, {"role": "assistant", "content": ""}],
             [{"role": "user", "content": "Any tips for tea?"}],
         ],
     }

@@ -22,7 +22,9 @@ def test_proper_nouns(text: str, expected: list[str]) -> None:
 
 
 def test_extractor_gives_entities_and_keywords() -> None:
-    found = SimpleExtractor(max_keywords=5).extract("My sister Ines gave me Piranesi by Susanna Clarke for my birthday.")
+    found = SimpleExtractor(max_keywords=5).extract(
+        "My sister Ines gave me Piranesi by Susanna Clarke for my birthday."
+    )
     assert "ines" in found.entities and "susanna clarke" in found.entities
     assert 0 < len(found.keywords) <= 5
 

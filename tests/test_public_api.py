@@ -9,10 +9,16 @@ from agent_memory import errors
 def test_all_is_complete_and_importable() -> None:
     for name in agent_memory.__all__:
         assert hasattr(agent_memory, name), name
-    exported_errors = {n for n in agent_memory.__all__ if isinstance(getattr(agent_memory, n), type)
-                       and issubclass(getattr(agent_memory, n), Exception)}
-    defined = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, Exception)
-               and v.__module__ == errors.__name__}
+    exported_errors = {
+        n
+        for n in agent_memory.__all__
+        if isinstance(getattr(agent_memory, n), type) and issubclass(getattr(agent_memory, n), Exception)
+    }
+    defined = {
+        n
+        for n, v in vars(errors).items()
+        if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == errors.__name__
+    }
     assert defined == exported_errors
 
 

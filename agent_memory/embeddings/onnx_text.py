@@ -35,7 +35,7 @@ class OnnxMiniLmEmbedder:
 
     dimension = 384
 
-    def __init__(self, model_path: str = "", *, cache_dir: Path, batch_size: int = 64, threads: int = 0) -> None:
+    def __init__(self, model_path: str = "", *, cache_dir: Path, batch_size: int = 8, threads: int = 0) -> None:
         self.model_path = Path(model_path or default_model_path())
         self.name = "all-MiniLM-L6-v2"
         self.cache_dir = cache_dir

@@ -53,9 +53,10 @@ class Projector:
         clock: Callable[[], datetime],
         batch: int = 256,
         retry_delay: timedelta = timedelta(seconds=1),
+        delay: timedelta = timedelta(0),
     ) -> None:
         self._records, self._graph, self._vectors = records, graph, vectors
-        self._clock, self._batch, self._retry = clock, batch, retry_delay
+        self._clock, self._batch, self._retry, self._delay = clock, batch, retry_delay, delay
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -77,6 +78,7 @@ class Projector:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
+            await asyncio.sleep(self._delay.total_seconds())  # gather a batch: per-row graph work is costly
             self._wake.clear()
             try:
                 await self.drain()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
-from typing import Any, Self
+from pathlib import Path
+from typing import Any, Self, TypeVar
 
 from agent_memory import doctor
 from agent_memory.cognition.extraction import SimpleExtractor
@@ -16,7 +18,7 @@ from agent_memory.cognition.retrieval import fts_query, fuse
 from agent_memory.cognition.save_decision import PhaticFilter, SaveDecider
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder, MiniLmEmbedder
-from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNotFound
+from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, StorageError, StoreLocked, TurnNotFound
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
@@ -40,12 +42,13 @@ from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.journal import JsonlJournal, encode_record
 from agent_memory.storage.lock import OwnerLock
-from agent_memory.storage.outbox import TEXT, Projector
+from agent_memory.storage.outbox import TEXT, Projector, vector_items
 from agent_memory.storage.records import SqliteRecords, TurnCommit
 from agent_memory.validation import check_emotion, check_turn, turn_from_mapping
 
 log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]
+T = TypeVar("T")
 
 
 class MemoryManager:
@@ -101,9 +104,13 @@ class MemoryManager:
             stack.push_async_callback(self.journal.aclose)
             self.records = await SqliteRecords.open(data_dir / "memory.db")
             stack.push_async_callback(self.records.aclose)
-            self.graph: GraphStore = await KuzuGraph.open(data_dir / "graph")
+            graph, rebuild_graph = await _open_projection(
+                data_dir / "graph", lambda: KuzuGraph.open(data_dir / "graph")
+            )
+            self.graph: GraphStore = graph
             stack.push_async_callback(self.graph.aclose)
-            self.vectors: VectorStore = await _open_vectors(self.config)
+            vectors, rebuild_vectors = await _open_projection(data_dir / "vectors", lambda: _open_vectors(self.config))
+            self.vectors: VectorStore = vectors
             stack.push_async_callback(self.vectors.aclose)
             if self._owns_embedder:
                 stack.push_async_callback(self.embedder.aclose)
@@ -117,6 +124,11 @@ class MemoryManager:
                 delay=self.config.projector_delay,
             )
             await asyncio.gather(self.embedder.load(), asyncio.to_thread(self.extractor.warm_up))
+            if rebuild_graph:
+                await self.graph.rebuild(await self.records.all_graph_memories())
+            if rebuild_vectors:
+                ids = sorted(await self.records.memory_ids())
+                await self.vectors.rebuild(TEXT, vector_items(await self.records.embeddings(ids)))
             await self._recover_unindexed_turns()
             await self.projector.drain()
             self.projector.start()
@@ -387,6 +399,30 @@ def make_embedder(config: Config) -> Embedder:
     return OnnxMiniLmEmbedder(
         settings.model_path, cache_dir=config.embedding_cache, batch_size=settings.batch_size, threads=settings.threads
     )
+
+
+async def _open_projection(path: Path, opener: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+    """Open a projection; when it cannot open (a crash left it unreadable), set it aside and start it afresh.
+
+    The graph and the vectors are projections of SQLite, so nothing is lost: the caller rebuilds the fresh one.
+    Returns the store and whether it must be rebuilt. A lock held by another process is never set aside.
+    """
+    try:
+        return await opener(), False
+    except StoreLocked:
+        raise
+    except StorageError as exc:
+        aside = path.with_name(path.name + ".broken")
+        log.warning("%s cannot be opened (%s); moving it to %s and rebuilding it from SQLite", path, exc, aside)
+        await asyncio.to_thread(_set_aside, path, aside)
+        return await opener(), True
+
+
+def _set_aside(path: Path, aside: Path) -> None:
+    if aside.exists():
+        shutil.rmtree(aside)
+    if path.exists():
+        path.rename(aside)
 
 
 async def _open_vectors(config: Config) -> VectorStore:

@@ -158,3 +158,31 @@ async def test_doctor_reports_a_log_offset_that_points_elsewhere(config: Config,
         assert [(d.store, d.kind) for d in report.disagreements] == [
             ("log", "turn offsets that do not point at their record")
         ]
+
+
+async def test_an_unreadable_graph_is_set_aside_and_rebuilt(config: Config, embedder: Embedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await manager.process_turns(
+            [{"session_id": "s1", "turn_number": i, "content": f"Ines visited Porto, day {i}"} for i in range(6)]
+        )
+        before = (await manager.stats())["graph"]
+    (config.data_dir / "graph" / "graph.kuzu").write_bytes(b"\x00garbage, as a crash mid-checkpoint might leave" * 50)
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        assert (await manager.stats())["graph"] == before
+        assert (await manager.doctor()).consistent
+    assert (config.data_dir / "graph.broken" / "graph.kuzu").exists()
+
+
+async def test_an_unreadable_vector_shard_is_set_aside_and_rebuilt(config: Config, embedder: Embedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await manager.process_turns(
+            [{"session_id": "s1", "turn_number": i, "content": f"note {i} about Lisbon"} for i in range(4)]
+        )
+    for path in (config.data_dir / "vectors" / "text").rglob("*"):
+        if path.is_file():
+            path.write_bytes(b"not a segment")
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        assert (await manager.stats())["vectors"]["text"] == 4
+        assert (await manager.retrieve("Lisbon", k=1))[0].memory.content.startswith("note")
+        assert (await manager.doctor()).consistent
+    assert (config.data_dir / "vectors.broken" / "text").exists()

@@ -31,6 +31,8 @@ class IngestFigures:
     single_turns: int
     p50_ms: float
     p95_ms: float
+    paced_p50_ms: float
+    paced_p95_ms: float
     bulk_turns: int
     bulk_seconds: float
     saved_share: float
@@ -48,20 +50,19 @@ def percentile(values: list[float], share: float) -> float:
 
 async def measure(turns: list[TurnInput], *, single: int, batch: int, fsync: str) -> IngestFigures:
     latencies: list[float] = []
+    paced: list[float] = []
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as bulk:
         config = load_config(environ={}, data_dir=one, journal__fsync=fsync)
         async with MemoryManager.open(config) as manager:
-            for turn in turns[:single]:
+            for index, turn in enumerate(turns[: 2 * single]):
                 started = time.perf_counter()
-                await manager.process_turn(
-                    turn.session_id,
-                    turn.turn_number,
-                    turn.content,
-                    role=turn.role,
-                    at=turn.at,
-                    namespace=turn.namespace,
-                )
-                latencies.append((time.perf_counter() - started) * 1000)
+                await manager.process_turns([turn])
+                elapsed = (time.perf_counter() - started) * 1000
+                if index < single:
+                    latencies.append(elapsed)  # back to back: the projector works beside the next turn
+                else:
+                    paced.append(elapsed)
+                    await manager.flush()  # paced, as a conversation is: the projector is idle when a turn comes
         config = load_config(environ={}, data_dir=bulk, journal__fsync=fsync)
         async with MemoryManager.open(config) as manager:
             started = time.perf_counter()
@@ -75,6 +76,8 @@ async def measure(turns: list[TurnInput], *, single: int, batch: int, fsync: str
         len(latencies),
         statistics.median(latencies),
         percentile(latencies, 0.95),
+        statistics.median(paced),
+        percentile(paced, 0.95),
         len(turns),
         seconds,
         saved / len(turns),
@@ -92,8 +95,10 @@ def render(figures: IngestFigures, data: Path, batch: int) -> str:
             "",
             "| measure | value | target |",
             "|---|---|---|",
-            f"| process_turn p50 ({figures.single_turns} turns one at a time) | {figures.p50_ms:.1f} ms | <= 25 ms |",
+            f"| process_turn p50 ({figures.single_turns} turns one at a time, back to back) | {figures.p50_ms:.1f} ms | <= 25 ms |",
             f"| process_turn p95 | {figures.p95_ms:.1f} ms | <= 60 ms |",
+            f"| process_turn p50 / p95 paced ({figures.single_turns} more turns, projector idle when each arrives) "
+            f"| {figures.paced_p50_ms:.1f} / {figures.paced_p95_ms:.1f} ms | |",
             f"| bulk process_turns, batches of {batch} ({figures.bulk_turns} turns, projections included) "
             f"| {figures.bulk_rate:.0f} turns/s | >= 300 turns/s |",
             f"| share of turns kept as memories | {figures.saved_share:.2f} | |",

@@ -5,20 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 from agent_memory import doctor
 from agent_memory.cognition.extraction import SimpleExtractor
 from agent_memory.cognition.retrieval import fts_query, fuse
 from agent_memory.cognition.save_decision import PhaticFilter, SaveDecider
 from agent_memory.config import Config
-from agent_memory.embeddings.text import Embedder, MiniLmEmbedder
-from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, StorageError, StoreLocked, TurnNotFound
+from agent_memory.embeddings.text import Embedder
+from agent_memory.engines import make_embedder, open_projection, open_vectors
+from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNotFound
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
@@ -48,7 +47,6 @@ from agent_memory.validation import check_emotion, check_turn, turn_from_mapping
 
 log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]
-T = TypeVar("T")
 
 
 class MemoryManager:
@@ -104,12 +102,10 @@ class MemoryManager:
             stack.push_async_callback(self.journal.aclose)
             self.records = await SqliteRecords.open(data_dir / "memory.db")
             stack.push_async_callback(self.records.aclose)
-            graph, rebuild_graph = await _open_projection(
-                data_dir / "graph", lambda: KuzuGraph.open(data_dir / "graph")
-            )
+            graph, rebuild_graph = await open_projection(data_dir / "graph", lambda: KuzuGraph.open(data_dir / "graph"))
             self.graph: GraphStore = graph
             stack.push_async_callback(self.graph.aclose)
-            vectors, rebuild_vectors = await _open_projection(data_dir / "vectors", lambda: _open_vectors(self.config))
+            vectors, rebuild_vectors = await open_projection(data_dir / "vectors", lambda: open_vectors(self.config))
             self.vectors: VectorStore = vectors
             stack.push_async_callback(self.vectors.aclose)
             if self._owns_embedder:
@@ -387,56 +383,3 @@ class MemoryManager:
             report = await doctor.check(self.records, self.graph, self.vectors, self.journal)
             report = DoctorReport(report.memories, report.turns, report.pending_outbox, report.disagreements, repaired)
         return report
-
-
-def make_embedder(config: Config) -> Embedder:
-    """The text embedder the configuration names: ONNX Runtime by default, sentence-transformers on request."""
-    settings = config.embedding
-    if settings.backend == "torch":
-        return MiniLmEmbedder(settings.model_path, batch_size=settings.batch_size, threads=settings.threads)
-    from agent_memory.embeddings.onnx_text import OnnxMiniLmEmbedder
-
-    return OnnxMiniLmEmbedder(
-        settings.model_path, cache_dir=config.embedding_cache, batch_size=settings.batch_size, threads=settings.threads
-    )
-
-
-async def _open_projection(path: Path, opener: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
-    """Open a projection; when it cannot open (a crash left it unreadable), set it aside and start it afresh.
-
-    The graph and the vectors are projections of SQLite, so nothing is lost: the caller rebuilds the fresh one.
-    Returns the store and whether it must be rebuilt. A lock held by another process is never set aside.
-    """
-    try:
-        return await opener(), False
-    except StoreLocked:
-        raise
-    except StorageError as exc:
-        aside = path.with_name(path.name + ".broken")
-        log.warning("%s cannot be opened (%s); moving it to %s and rebuilding it from SQLite", path, exc, aside)
-        await asyncio.to_thread(_set_aside, path, aside)
-        return await opener(), True
-
-
-def _set_aside(path: Path, aside: Path) -> None:
-    if aside.exists():
-        shutil.rmtree(aside)
-    if path.exists():
-        path.rename(aside)
-
-
-async def _open_vectors(config: Config) -> VectorStore:
-    if config.vectors.url:
-        from agent_memory.storage.server_vectors import QdrantServerVectors
-
-        return await QdrantServerVectors.open(
-            config.vectors.url,
-            api_key=config.vectors.api_key,
-            prefix=config.vectors.collection_prefix,
-            dimensions={"text": config.embedding.dimension, "image": 512},
-        )
-    from agent_memory.storage.vectors import EdgeVectors
-
-    return await EdgeVectors.open(
-        config.data_dir / "vectors", dimensions={"text": config.embedding.dimension, "image": 512}
-    )

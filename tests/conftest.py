@@ -7,7 +7,8 @@ import pytest
 
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
-from agent_memory.manager import MemoryManager, make_embedder
+from agent_memory.engines import make_embedder
+from agent_memory.manager import MemoryManager
 
 ROOT = Path(__file__).resolve().parents[1]
 

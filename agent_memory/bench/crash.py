@@ -23,7 +23,8 @@ from pathlib import Path
 
 from agent_memory.config import load_config
 from agent_memory.embeddings.text import Embedder
-from agent_memory.manager import MemoryManager, make_embedder
+from agent_memory.engines import make_embedder
+from agent_memory.manager import MemoryManager
 
 WORDS = (
     "Lisbon",

@@ -181,6 +181,7 @@ class KuzuGraph:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="kuzu")
         self._db: kuzu.Database | None = None
         self._conn: kuzu.Connection | None = None
+        self._prepared: dict[str, kuzu.PreparedStatement] = {}  # parsing and planning cost more than running
         self._closed = False
 
     @classmethod
@@ -225,7 +226,12 @@ class KuzuGraph:
             return []  # nothing to do, and Kuzu cannot type an empty list parameter
         if self._conn is None:
             raise ClosedError("KuzuGraph")
-        result = self._conn.execute(query, params)
+        statement: str | kuzu.PreparedStatement = query
+        if params:
+            statement = self._prepared.get(query) or self._prepared.setdefault(
+                query, kuzu.PreparedStatement(self._conn, query)
+            )
+        result = self._conn.execute(statement, params)
         return cast("list[list[Any]]", (result[-1] if isinstance(result, list) else result).get_all())
 
     def _batch(self, query: str, rows: list[Row], *, many: str = "") -> list[list[Any]]:
@@ -345,6 +351,7 @@ class KuzuGraph:
             self._transaction(lambda: self._reload(files))
 
     def _reload(self, files: dict[str, Path]) -> None:
+        self._prepared.clear()  # plans name the tables dropped below
         for table in [*REL_TABLES, *NODE_TABLES]:
             self._run(f"DROP TABLE IF EXISTS {table}")
         for statement in _schema():
@@ -371,4 +378,5 @@ class KuzuGraph:
                 self._db.close()
         finally:
             self._conn, self._db = None, None
+            self._prepared.clear()
             _release(self._path)

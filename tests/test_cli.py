@@ -51,4 +51,5 @@ def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 0
     assert "skipped" in out and "phatic" in out and "Q: " in out
     assert "48:37" in out and "TP1334" in out
+    assert "top answer to 'Where does she live now?': Other big news: I moved to Porto!" in out
     assert out.strip().endswith("nothing lost.")

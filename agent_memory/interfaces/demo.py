@@ -14,9 +14,9 @@ from agent_memory.interfaces.cli import format_result
 from agent_memory.manager import MemoryManager
 
 QUESTIONS = [
-    ("What time of day does Maya not want meetings?", None),
-    ("Where does Maya live now?", None),
-    ("What happened to Maya's dog?", {"valence": -0.8, "arousal": 0.9}),
+    ("How early is too early for a meeting?", None),
+    ("Where does she live now?", None),
+    ("What happened to the dog?", {"valence": -0.8, "arousal": 0.9}),
     ("What was her 10k race time?", None),
     ("Which flight is she taking to London?", None),
 ]

@@ -68,7 +68,7 @@ class Config(_Section):
     data_dir: Path = Path("~/.agent_memory")
     max_content_bytes: int = Field(default=64 * 1024, ge=1)
     projector_batch: int = Field(default=256, ge=1)
-    projector_delay: timedelta = timedelta(milliseconds=250)
+    projector_delay: timedelta = timedelta(seconds=1)
     """How long the background projector gathers outbox rows before applying them in one batch. Reads, flush()
     and close() apply pending rows at once, so this never makes a read stale."""
     journal: JournalConfig = JournalConfig()

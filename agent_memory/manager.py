@@ -42,7 +42,8 @@ from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.journal import JsonlJournal, encode_record
 from agent_memory.storage.lock import OwnerLock
 from agent_memory.storage.outbox import TEXT, Projector, vector_items
-from agent_memory.storage.records import SqliteRecords, TurnCommit
+from agent_memory.storage.records import SqliteRecords
+from agent_memory.storage.rows import TurnCommit
 from agent_memory.validation import check_emotion, check_turn, turn_from_mapping
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,8 @@ import sqlite3
 from pathlib import Path
 
 from agent_memory.models import utc_now
-from agent_memory.storage.records import SqliteRecords, migrations
+from agent_memory.storage.records import SqliteRecords
+from agent_memory.storage.rows import migrations
 
 
 async def test_migrations_apply_once_in_order(tmp_path: Path) -> None:

@@ -11,9 +11,7 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,50 +23,11 @@ from agent_memory.models import (
     LogPosition,
     Memory,
     MemoryId,
-    MemoryStatus,
     MemoryType,
     OutboxItem,
-    Role,
-    SaveDecision,
-    Tier,
-    TurnId,
     TurnRow,
 )
-
-MEMORY_COLUMNS = (
-    "memory_id, namespace, memory_type, content, keywords, created_at, event_at, last_accessed_at, "
-    "access_count, generation, tier, status, superseded_by, valence, arousal, surprise, importance, "
-    "confidence, decay_score, source_turn_id, session_id, revision"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class TurnCommit:
-    """Everything one processed turn writes, committed in a single transaction."""
-
-    turn: TurnRow
-    decision: SaveDecision
-    memory: Memory | None = None
-    embedding: bytes | None = None
-    embedding_model: str = ""
-
-
-def migrations() -> list[tuple[int, str, str]]:
-    folder = resources.files("agent_memory.storage") / "migrations"
-    found = [
-        (int(entry.name[:4]), entry.name, entry.read_text(encoding="utf-8"))
-        for entry in folder.iterdir()
-        if entry.name.endswith(".sql")
-    ]
-    return sorted(found)
-
-
-def _ts(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
-def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+from agent_memory.storage.rows import MEMORY_COLUMNS, TurnCommit, memory_row, migrations, ts, turn_row
 
 
 class SqliteRecords:
@@ -147,7 +106,7 @@ class SqliteRecords:
             "SELECT turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, checksum "
             "FROM turns ORDER BY segment, offset"
         )
-        return [_turn_row(r) for r in rows]
+        return [turn_row(r) for r in rows]
 
     async def get_turn(self, turn_id: str) -> TurnRow | None:
         rows = await self._fetch(
@@ -155,7 +114,7 @@ class SqliteRecords:
             "FROM turns WHERE turn_id = ?",
             (turn_id,),
         )
-        return _turn_row(rows[0]) if rows else None
+        return turn_row(rows[0]) if rows else None
 
     async def commit_turns(self, commits: Sequence[TurnCommit], *, now: datetime) -> None:
         """Turn rows, memories, entities, decisions and outbox rows: all or nothing."""
@@ -184,7 +143,7 @@ class SqliteRecords:
             rows = await self._fetch(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE memory_id IN ({marks})", chunk)
             entities = await self._entities(chunk)
             for row in rows:
-                found[row[0]] = _memory(row, entities.get(row[0], ()))
+                found[row[0]] = memory_row(row, entities.get(row[0], ()))
         return found
 
     async def _entities(self, memory_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -298,7 +257,7 @@ class SqliteRecords:
             if error is None:
                 await db.executemany(
                     "UPDATE outbox SET done_at = ?, attempts = attempts + 1 WHERE outbox_id = ?",
-                    [(_ts(now), i) for i in done],
+                    [(ts(now), i) for i in done],
                 )
             else:
                 await db.executemany(
@@ -326,7 +285,7 @@ class SqliteRecords:
                     retrieval_id,
                     namespace,
                     query,
-                    _ts(at),
+                    ts(at),
                     k,
                     json.dumps([r[0] for r in results]),
                     results[0][1] if results else None,
@@ -334,11 +293,11 @@ class SqliteRecords:
             )
             await db.executemany(
                 "INSERT INTO access_log (memory_id, retrieval_id, accessed_at, rank) VALUES (?, ?, ?, ?)",
-                [(memory_id, retrieval_id, _ts(at), rank) for rank, (memory_id, _) in enumerate(results, 1)],
+                [(memory_id, retrieval_id, ts(at), rank) for rank, (memory_id, _) in enumerate(results, 1)],
             )
             await db.executemany(
                 "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE memory_id = ?",
-                [(_ts(at), memory_id) for memory_id, _ in results],
+                [(ts(at), memory_id) for memory_id, _ in results],
             )
 
     async def counts(self) -> dict[str, int]:
@@ -393,7 +352,7 @@ async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: dateti
             turn.session_id,
             turn.turn_number,
             turn.role.value,
-            _ts(turn.at),
+            ts(turn.at),
             turn.position.segment,
             turn.position.offset,
             turn.position.length,
@@ -404,7 +363,7 @@ async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: dateti
         await _insert_memory(db, memory, commit, turn.turn_number)
         await db.execute(
             "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)",
-            (memory.memory_id, _ts(now)),
+            (memory.memory_id, ts(now)),
         )
     await db.execute(
         "INSERT INTO save_decisions (turn_id, memory_id, decided_at, path, save, memory_type, confidence, "
@@ -412,7 +371,7 @@ async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: dateti
         (
             turn.turn_id,
             memory.memory_id if memory else None,
-            _ts(now),
+            ts(now),
             decision.path.value,
             int(decision.save),
             decision.memory_type.value,
@@ -436,8 +395,8 @@ async def _insert_memory(db: aiosqlite.Connection, m: Memory, commit: TurnCommit
             m.memory_type.value,
             m.content,
             json.dumps(list(m.keywords)),
-            _ts(m.created_at),
-            _ts(m.event_at),
+            ts(m.created_at),
+            ts(m.event_at),
             m.generation,
             m.tier.value,
             m.status.value,
@@ -459,45 +418,4 @@ async def _insert_memory(db: aiosqlite.Connection, m: Memory, commit: TurnCommit
     await db.executemany(
         "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)",
         [(m.memory_id, e) for e in m.entities],
-    )
-
-
-def _turn_row(r: sqlite3.Row | tuple[Any, ...]) -> TurnRow:
-    return TurnRow(
-        turn_id=TurnId(r[0]),
-        namespace=r[1],
-        session_id=r[2],
-        turn_number=r[3],
-        role=Role(r[4]),
-        at=datetime.fromisoformat(r[5]),
-        position=LogPosition(r[6], r[7], r[8]),
-        checksum=r[9],
-    )
-
-
-def _memory(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> Memory:
-    return Memory(
-        memory_id=MemoryId(r[0]),
-        namespace=r[1],
-        memory_type=MemoryType(r[2]),
-        content=r[3],
-        keywords=tuple(json.loads(r[4])),
-        entities=entities,
-        created_at=datetime.fromisoformat(r[5]),
-        event_at=datetime.fromisoformat(r[6]),
-        last_accessed_at=_dt(r[7]),
-        access_count=r[8],
-        generation=r[9],
-        tier=Tier(r[10]),
-        status=MemoryStatus(r[11]),
-        superseded_by=MemoryId(r[12]) if r[12] else None,
-        valence=r[13],
-        arousal=r[14],
-        surprise=r[15],
-        importance=r[16],
-        confidence=r[17],
-        decay_score=r[18],
-        source_turn_id=TurnId(r[19]) if r[19] else None,
-        session_id=r[20],
-        revision=r[21],
     )

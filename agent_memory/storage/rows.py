@@ -1,0 +1,99 @@
+"""Mapping between the records' SQLite rows and the model types: pure functions, no engine here."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+from agent_memory.models import (
+    LogPosition,
+    Memory,
+    MemoryId,
+    MemoryStatus,
+    MemoryType,
+    Role,
+    SaveDecision,
+    Tier,
+    TurnId,
+    TurnRow,
+)
+
+MEMORY_COLUMNS = (
+    "memory_id, namespace, memory_type, content, keywords, created_at, event_at, last_accessed_at, "
+    "access_count, generation, tier, status, superseded_by, valence, arousal, surprise, importance, "
+    "confidence, decay_score, source_turn_id, session_id, revision"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCommit:
+    """Everything one processed turn writes, committed in a single transaction."""
+
+    turn: TurnRow
+    decision: SaveDecision
+    memory: Memory | None = None
+    embedding: bytes | None = None
+    embedding_model: str = ""
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    folder = resources.files("agent_memory.storage") / "migrations"
+    found = [
+        (int(entry.name[:4]), entry.name, entry.read_text(encoding="utf-8"))
+        for entry in folder.iterdir()
+        if entry.name.endswith(".sql")
+    ]
+    return sorted(found)
+
+
+def ts(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def turn_row(r: sqlite3.Row | tuple[Any, ...]) -> TurnRow:
+    return TurnRow(
+        turn_id=TurnId(r[0]),
+        namespace=r[1],
+        session_id=r[2],
+        turn_number=r[3],
+        role=Role(r[4]),
+        at=datetime.fromisoformat(r[5]),
+        position=LogPosition(r[6], r[7], r[8]),
+        checksum=r[9],
+    )
+
+
+def memory_row(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> Memory:
+    return Memory(
+        memory_id=MemoryId(r[0]),
+        namespace=r[1],
+        memory_type=MemoryType(r[2]),
+        content=r[3],
+        keywords=tuple(json.loads(r[4])),
+        entities=entities,
+        created_at=datetime.fromisoformat(r[5]),
+        event_at=datetime.fromisoformat(r[6]),
+        last_accessed_at=dt(r[7]),
+        access_count=r[8],
+        generation=r[9],
+        tier=Tier(r[10]),
+        status=MemoryStatus(r[11]),
+        superseded_by=MemoryId(r[12]) if r[12] else None,
+        valence=r[13],
+        arousal=r[14],
+        surprise=r[15],
+        importance=r[16],
+        confidence=r[17],
+        decay_score=r[18],
+        source_turn_id=TurnId(r[19]) if r[19] else None,
+        session_id=r[20],
+        revision=r[21],
+    )

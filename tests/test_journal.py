@@ -111,3 +111,16 @@ async def test_closed_journal_refuses_work(tmp_path: Path) -> None:
     await journal.aclose()
     with pytest.raises(ClosedError):
         await journal.append(record(1))
+
+
+async def test_scan_reads_a_long_log_in_chunks_and_from_a_position(tmp_path: Path) -> None:
+    journal = await JsonlJournal.open(tmp_path, segment_max_bytes=64 * 1024)
+    positions = await journal.append_many([record(n) for n in range(5000)])
+    seen = [r.turn_number async for _, r in journal.scan()]
+    assert seen == list(range(5000))
+    tail = [r.turn_number async for _, r in journal.scan(positions[4321])]
+    assert tail == list(range(4321, 5000))
+    async for _ in journal.scan():  # stopping early closes the reader and leaves the journal usable
+        break
+    assert (await journal.read(positions[-1])).turn_number == 4999
+    await journal.aclose()

@@ -14,6 +14,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +23,7 @@ from agent_memory.models import EmotionalContext, LogPosition, LogRecord, Role, 
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+SCAN_CHUNK = 2048  # records per hop to the journal thread: a large log is never held in memory whole
 SEGMENT_RE = re.compile(r"^segment-(\d{8})\.jsonl$")
 
 
@@ -195,10 +197,15 @@ class JsonlJournal:
         return decode_record(raw, where)
 
     async def scan(self, start: LogPosition | None = None) -> AsyncIterator[tuple[LogPosition, LogRecord]]:
-        """Every record from `start` (inclusive) to the end, in log order."""
-        batches = await self._call(lambda: list(self._scan_sync(start)))
-        for item in batches:
-            yield item
+        """Every record from `start` (inclusive) to the end, in log order, read in chunks on the journal's thread."""
+        records = self._scan_sync(start)
+        try:
+            while chunk := await self._call(lambda: list(islice(records, SCAN_CHUNK))):
+                for item in chunk:
+                    yield item
+        finally:
+            if not self._closed:
+                await self._call(records.close)
 
     def _scan_sync(self, start: LogPosition | None) -> Iterator[tuple[LogPosition, LogRecord]]:
         for number in self.segments():

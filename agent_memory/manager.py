@@ -204,12 +204,20 @@ class MemoryManager:
         return checked, role
 
     async def _claim(self, keys: list[TurnKey]) -> None:
+        """Reserve the turn keys before the first await, so two concurrent calls cannot both pass the check."""
         seen: set[TurnKey] = set()
         for key in keys:
-            if key in seen or key in self._inflight or await self.records.turn_exists(*key):
+            if key in seen or key in self._inflight:
                 raise DuplicateTurn(*key)
             seen.add(key)
         self._inflight.update(keys)
+        try:
+            for key in keys:
+                if await self.records.turn_exists(*key):
+                    raise DuplicateTurn(*key)
+        except BaseException:
+            self._inflight.difference_update(keys)
+            raise
 
     async def _commit(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> list[TurnResult]:
         now = self.clock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -154,6 +155,15 @@ async def test_duplicate_turns_are_refused(manager: MemoryManager) -> None:
         await manager.process_turn("s1", 0, "second words")
     with pytest.raises(DuplicateTurn):
         await manager.process_turns([TurnInput("s2", 0, "a b c"), TurnInput("s2", 0, "d e f")])
+
+
+async def test_concurrent_duplicates_are_refused_once(manager: MemoryManager) -> None:
+    outcomes = await asyncio.gather(
+        *(manager.process_turn("s9", 0, f"racing writer {i}") for i in range(4)), return_exceptions=True
+    )
+    assert sum(isinstance(o, DuplicateTurn) for o in outcomes) == 3
+    assert sum(not isinstance(o, BaseException) for o in outcomes) == 1
+    assert (await manager.stats())["records"]["turns"] == 1
 
 
 async def test_unknown_ids_raise_not_found(manager: MemoryManager) -> None:

@@ -93,7 +93,7 @@ class MemoryManager:
         data_dir = self.config.data_dir
         async with AsyncExitStack() as stack:
             lock = OwnerLock(data_dir / "owner.lock")
-            lock.acquire()
+            await asyncio.to_thread(lock.acquire)
             stack.callback(lock.release)
             self.journal = await JsonlJournal.open(
                 data_dir / "logs",

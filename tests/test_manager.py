@@ -166,6 +166,12 @@ async def test_concurrent_duplicates_are_refused_once(manager: MemoryManager) ->
     assert (await manager.stats())["records"]["turns"] == 1
 
 
+async def test_an_empty_store_answers_with_nothing(manager: MemoryManager) -> None:
+    assert await manager.retrieve("anything at all?") == []
+    assert await manager.retrieve("!!! ???") == []
+    assert (await manager.doctor()).consistent
+
+
 async def test_unknown_ids_raise_not_found(manager: MemoryManager) -> None:
     with pytest.raises(MemoryNotFound, match="nope"):
         await manager.get("nope")

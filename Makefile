@@ -26,6 +26,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agent_memory tests scripts
 	$(VENV)/bin/ruff format --check agent_memory tests scripts
+	$(VENV)/bin/mypy agent_memory
 
 bench: $(STAMP)
 	$(PY) scripts/bench_ingest.py --data ../shared/data/locomo/locomo_dev.json

@@ -107,7 +107,7 @@ class OnnxMiniLmEmbedder:
         hidden = self._session.run(None, feed)[0]
         pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
 
     async def aclose(self) -> None:
         self._thread.shutdown(wait=True)
@@ -127,7 +127,8 @@ def export_onnx(model_path: Path, target: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(model_path), device="cpu", local_files_only=True)
-    encoder = _LastHidden(model[0].auto_model.eval())
+    transformer: Any = model[0].auto_model
+    encoder = _LastHidden(transformer.eval())
     sample = torch.ones(1, 8, dtype=torch.long)
     axes = {0: "batch", 1: "tokens"}
     partial = target.with_suffix(".partial")

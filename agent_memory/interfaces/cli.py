@@ -88,8 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    overrides = {"data_dir": str(args.data_dir)} if args.data_dir else {}
-    return load_config(args.config, **overrides)
+    if args.data_dir:
+        return load_config(args.config, data_dir=str(args.data_dir))
+    return load_config(args.config)
 
 
 async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:

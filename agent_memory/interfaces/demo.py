@@ -54,8 +54,8 @@ async def run_demo(conversation: Path | None, *, data_dir: Path | None, config: 
         print(f"\ningested in {elapsed:.1f} s: {_summary(before)}\n")
         for question, mood in QUESTIONS:
             print(f"Q: {question}" + (f"  (asked with emotional context {mood})" if mood else ""))
-            for result in await manager.retrieve(question, k=3, emotional_context=mood):
-                print(textwrap.indent(format_result(result), "  "))
+            for hit in await manager.retrieve(question, k=3, emotional_context=mood):
+                print(textwrap.indent(format_result(hit), "  "))
             print()
     print("closed the store; reopening it ...")
     async with MemoryManager.open(config) as manager:

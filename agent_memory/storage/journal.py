@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from itertools import islice
@@ -207,7 +207,7 @@ class JsonlJournal:
             if not self._closed:
                 await self._call(records.close)
 
-    def _scan_sync(self, start: LogPosition | None) -> Iterator[tuple[LogPosition, LogRecord]]:
+    def _scan_sync(self, start: LogPosition | None) -> Generator[tuple[LogPosition, LogRecord], None, None]:
         for number in self.segments():
             if start and number < start.segment:
                 continue

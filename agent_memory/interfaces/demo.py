@@ -35,7 +35,9 @@ async def run_demo(conversation: Path | None, *, data_dir: Path | None, config: 
     directory = data_dir or Path(tempfile.mkdtemp(prefix="agent-memory-demo-"))
     config = config.model_copy(update={"data_dir": directory})
     turns = list(read_jsonl(path))
-    print(f"agent-memory demo: {len(turns)} turns from {path.name} into {directory}\n")
+    print(f"agent-memory demo: {len(turns)} turns from {path.name} into {directory}")
+    print("Every turn is logged. Each is kept as a memory unless it is phatic (greetings, thanks, 'ok');")
+    print("a kept memory is stored with the entities in brackets, which become MENTIONS edges in the graph.\n")
     async with MemoryManager.open(config) as manager:
         started = time.perf_counter()
         for session_id, group in groupby(turns, key=lambda t: t.session_id):
@@ -46,8 +48,10 @@ async def run_demo(conversation: Path | None, *, data_dir: Path | None, config: 
                 mark = "kept   " if result.saved else "skipped"
                 text = textwrap.shorten(str(turn.content), 70, placeholder="...")
                 print(f"  {mark} {turn.role:<9} {text}")
-                if not result.saved:
+                if result.memory_id is None:
                     print(f"          why: {result.reason}")
+                elif entities := (await manager.get(result.memory_id)).entities:
+                    print(f"          [{', '.join(entities)}]")
         await manager.flush()
         elapsed = time.perf_counter() - started
         before = await manager.stats()

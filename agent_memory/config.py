@@ -65,6 +65,8 @@ class ExtractionConfig(_Section):
 
 
 class Config(_Section):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)  # so the default "~" expands
+
     data_dir: Path = Path("~/.agent_memory")
     max_content_bytes: int = Field(default=64 * 1024, ge=1)
     projector_batch: int = Field(default=256, ge=1)
@@ -77,7 +79,7 @@ class Config(_Section):
     retrieval: RetrievalConfig = RetrievalConfig()
     extraction: ExtractionConfig = ExtractionConfig()
 
-    @field_validator("data_dir")
+    @field_validator("data_dir", mode="after")
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()

@@ -43,6 +43,12 @@ def test_environment_overrides_the_file() -> None:
     assert config.data_dir == Path("~/.agent_memory").expanduser()
 
 
+def test_the_default_data_dir_is_under_home_not_a_literal_tilde() -> None:
+    for config in (Config(), load_config(environ={}), load_config(DEFAULT_TOML, environ={})):
+        assert config.data_dir == Path.home() / ".agent_memory"
+        assert "~" not in str(config.data_dir)
+
+
 def test_bad_values_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="journal.fsync"):
         load_config(environ={"AGENT_MEMORY__JOURNAL__FSYNC": "sometimes"})

@@ -57,10 +57,20 @@ async def rebuild(
     stores = {d.store for d in report.disagreements}
     done = []
     if "graph" in stores:
-        await graph.rebuild(await records.all_graph_memories())
+        await rebuild_graph(records, graph)
         done.append("graph rebuilt from SQLite")
     if "vectors" in stores:
-        ids = sorted(await records.memory_ids())
-        await vectors.rebuild(TEXT, vector_items(await records.embeddings(ids)))
+        await rebuild_vectors(records, vectors)
         done.append("vectors rebuilt from the stored embeddings")
     return tuple(done)
+
+
+async def rebuild_graph(records: SqliteRecords, graph: GraphStore) -> None:
+    """Reload the whole graph from SQLite (Kuzu COPY under the hood)."""
+    await graph.rebuild(await records.all_graph_memories())
+
+
+async def rebuild_vectors(records: SqliteRecords, vectors: VectorStore) -> None:
+    """Reload the text vectors from the blobs SQLite keeps: no re-embedding."""
+    ids = sorted(await records.memory_ids())
+    await vectors.rebuild(TEXT, vector_items(await records.embeddings(ids)))

@@ -41,7 +41,7 @@ from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.journal import JsonlJournal, encode_record
 from agent_memory.storage.lock import OwnerLock
-from agent_memory.storage.outbox import TEXT, Projector, vector_items
+from agent_memory.storage.outbox import TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import TurnCommit
 from agent_memory.validation import check_emotion, check_turn, turn_from_mapping
@@ -122,10 +122,9 @@ class MemoryManager:
             )
             await asyncio.gather(self.embedder.load(), asyncio.to_thread(self.extractor.warm_up))
             if rebuild_graph:
-                await self.graph.rebuild(await self.records.all_graph_memories())
+                await doctor.rebuild_graph(self.records, self.graph)
             if rebuild_vectors:
-                ids = sorted(await self.records.memory_ids())
-                await self.vectors.rebuild(TEXT, vector_items(await self.records.embeddings(ids)))
+                await doctor.rebuild_vectors(self.records, self.vectors)
             await self._recover_unindexed_turns()
             await self.projector.drain()
             self.projector.start()

@@ -131,7 +131,7 @@ def export_onnx(model_path: Path, target: Path) -> None:
     encoder = _LastHidden(transformer.eval())
     sample = torch.ones(1, 8, dtype=torch.long)
     axes = {0: "batch", 1: "tokens"}
-    partial = target.with_suffix(".partial")
+    partial = target.with_suffix(f".{os.getpid()}.partial")  # two processes may export at once
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(

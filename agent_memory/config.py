@@ -52,11 +52,52 @@ class VectorsConfig(_Section):
 
 
 class RetrievalConfig(_Section):
+    fusion: Literal["rrf", "blend"] = "rrf"
+    """How the layers combine: 'rrf' (reciprocal rank fusion, rrf_k) or 'blend' (each layer's scores scaled to
+    its best hit, weighted and summed)."""
     rrf_k: int = Field(default=60, ge=1)
     candidate_limit: int = Field(default=50, ge=1)
+    """How many hits each search layer contributes before fusion."""
     default_k: int = Field(default=10, ge=1)
+    keyword_weight: float = Field(default=1.0, ge=0.0)
+    """Weight of the FTS5 BM25 layer in reciprocal rank fusion; 0 turns the layer off."""
+    semantic_weight: float = Field(default=1.0, ge=0.0)
+    """Weight of the vector layer (MiniLM, Qdrant) in fusion; 0 turns the layer off."""
+    grep_weight: float = Field(default=1.0, ge=0.0)
+    """Weight of the ripgrep layer over the raw log (exact numbers, identifiers, quoted text); 0 turns it off."""
+    time_layer_weight: float = Field(default=0.5, ge=0.0)
+    """Weight of the layer that lists the memories inside a time window parsed from the query."""
+    graph_depth: int = Field(default=2, ge=0)
+    """How many hops the graph walk takes from the top hits; 0 turns the walk off."""
+    graph_seeds: int = Field(default=5, ge=0)
+    graph_weight: float = Field(default=0.5, ge=0.0)
+    """A neighbour enters with this share of its seed's fused score, halved again for every further hop."""
+    entity_fanout: int = Field(default=25, ge=0)
+    """An entity mentioned by more memories than this (a speaker's own name) is too common to link through."""
+    session_weight: float = Field(default=0.3, ge=0.0)
+    """How much a session whose turns match as a whole lifts each of its turns."""
+    locality_max_chars: int = Field(default=600, ge=0)
+    """Session lift and neighbour hops apply to memories up to this long: on long turns they spend the budget on
+    filler (measured on LongMemEval)."""
     mood_weight: float = Field(default=0.1, ge=0.0)
     """How much a memory whose valence and arousal match the query's emotional context is lifted."""
+    decay_weight: float = Field(default=0.1, ge=0.0, le=1.0)
+    """How much a faded memory loses: score * (1 - decay_weight * (1 - strength))."""
+    time_boost: float = Field(default=1.0, ge=0.0)
+    """A memory inside the query's time window gets score * (1 + time_boost)."""
+    time_penalty: float = Field(default=0.7, ge=0.0, le=1.0)
+    """A memory outside the query's time window keeps this share of its score."""
+    user_weight: float = Field(default=0.15, ge=0.0)
+    """User turns over assistant turns (the other way when the question is about what the assistant said)."""
+    token_counter: Literal["chars", "cl100k_base"] = "chars"
+    """How context() counts tokens: 'chars' is ceil(len/4); 'cl100k_base' is tiktoken, offline."""
+
+
+class DecayConfig(_Section):
+    half_life: timedelta = timedelta(days=7)
+    """Forgetting half-life for a memory never used again; use, arousal and surprise stretch it."""
+    generation_floor: float = Field(default=0.3, ge=0.0, le=1.0)
+    """A consolidated memory (generation >= 1) never decays below this."""
 
 
 class ExtractionConfig(_Section):
@@ -77,6 +118,7 @@ class Config(_Section):
     embedding: EmbeddingConfig = EmbeddingConfig()
     vectors: VectorsConfig = VectorsConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
+    decay: DecayConfig = DecayConfig()
     extraction: ExtractionConfig = ExtractionConfig()
 
     @field_validator("data_dir", mode="after")

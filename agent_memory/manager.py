@@ -7,18 +7,20 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Self
 
 from agent_memory import doctor
+from agent_memory.cognition.context import pack
 from agent_memory.cognition.extraction import SimpleExtractor
-from agent_memory.cognition.retrieval import fts_query, fuse
 from agent_memory.cognition.save_decision import PhaticFilter, SaveDecider
-from agent_memory.config import Config
+from agent_memory.cognition.tokens import TokenCounter, make_counter
+from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder, open_projection, open_vectors
 from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNotFound
 from agent_memory.models import (
+    Context,
     DoctorReport,
     EmotionalContext,
     Extraction,
@@ -37,14 +39,16 @@ from agent_memory.models import (
     new_id,
     utc_now,
 )
+from agent_memory.recall import Query, Recall, Recalled
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
+from agent_memory.storage.grep import RipgrepJournalSearch
 from agent_memory.storage.journal import JsonlJournal, encode_record
 from agent_memory.storage.lock import OwnerLock
 from agent_memory.storage.outbox import TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import TurnCommit
-from agent_memory.validation import check_emotion, check_turn, turn_from_mapping
+from agent_memory.validation import check_content, check_emotion, check_identifier, check_turn, turn_from_mapping
 
 log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]
@@ -70,6 +74,7 @@ class MemoryManager:
             max_keywords=config.extraction.max_keywords, max_entities=config.extraction.max_entities
         )
         self.decider: SaveDecider = decider or PhaticFilter()
+        self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
         self._stack: AsyncExitStack | None = None
         self._inflight: set[TurnKey] = set()
         self.recovered_turns = 0
@@ -125,6 +130,14 @@ class MemoryManager:
                 await doctor.rebuild_graph(self.records, self.graph)
             if rebuild_vectors:
                 await doctor.rebuild_vectors(self.records, self.vectors)
+            self._reader = Recall(
+                records=self.records,
+                vectors=self.vectors,
+                graph=self.graph,
+                embedder=self.embedder,
+                grep=RipgrepJournalSearch(data_dir / "logs"),
+                config=self.config,
+            )
             await self._recover_unindexed_turns()
             await self.projector.drain()
             self.projector.start()
@@ -277,6 +290,8 @@ class MemoryManager:
             source_turn_id=record.turn_id,
             session_id=record.session_id,
             revision=1,
+            turn_number=record.turn_number,
+            role=record.role,
         )
 
     async def _recover_unindexed_turns(self) -> None:
@@ -309,45 +324,81 @@ class MemoryManager:
         emotional_context: EmotionalContext | Mapping[str, float] | None = None,
         k: int | None = None,
         namespace: str = "default",
+        now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> list[RetrievalResult]:
-        """BM25 and semantic search run concurrently, fused by reciprocal rank fusion, explained per layer."""
-        self._check_open()
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("The query is empty")
+        """The best `k` memories for `query`: keyword, grep and semantic layers run concurrently, fused by
+        reciprocal rank fusion, widened by a graph walk and a session lift, then weighted by mood, decay, the
+        query's time window and role. `now` is the caller's reference time for "yesterday"; `as_of` limits the
+        results to what was known then. Each result explains its layer ranks and weights."""
         k = k or self.config.retrieval.default_k
-        mood = check_emotion(emotional_context)
-        await self.projector.drain()
-        limit = self.config.retrieval.candidate_limit
-        keyword, semantic = await asyncio.gather(
-            self.records.keyword_search(namespace, fts_query(query), limit=limit),
-            self._semantic(query, namespace, limit),
-        )
-        rankings = {"keyword": keyword, "semantic": semantic}
-        memories = await self.records.get_memories([i for hits in rankings.values() for i, _ in hits])
-        results = fuse(
-            rankings,
-            memories,
-            k=k,
-            rrf_k=self.config.retrieval.rrf_k,
-            mood=mood,
-            mood_weight=self.config.retrieval.mood_weight,
-        )
-        await self.records.record_retrieval(
-            new_id(),
-            namespace,
-            query,
-            at=self.clock(),
-            k=k,
-            results=[(r.memory.memory_id, r.score) for r in results],
-        )
+        recalled = await self._recall(query, emotional_context, namespace, now, as_of)
+        results = recalled.ranked.results[:k]
+        await self._record(query, namespace, k, results)
         return results
 
-    async def _semantic(self, query: str, namespace: str, limit: int) -> list[tuple[str, float]]:
-        vector = (await self.embedder.embed([query]))[0]
-        hits = await self.vectors.search(
-            TEXT, vector.tolist(), limit=limit, where={"namespace": namespace, "status": "active"}
+    async def context(
+        self,
+        query: str,
+        *,
+        budget_tokens: int = 2048,
+        emotional_context: EmotionalContext | Mapping[str, float] | None = None,
+        namespace: str = "default",
+        now: datetime | None = None,
+        as_of: datetime | None = None,
+    ) -> Context:
+        """A prompt-ready block of the memories that answer `query`, never over `budget_tokens`, with one dated
+        header per session, and an explanation of what was included and what was left out and why."""
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
+            raise InvalidInput(f"budget_tokens must be a positive integer, got {budget_tokens!r}")
+        recalled = await self._recall(query, emotional_context, namespace, now, as_of)
+        packed = pack(recalled.ranked, budget=budget_tokens, counter=self.token_counter)
+        await self._record(query, namespace, len(packed.items), [item.result for item in packed.items])
+        return packed
+
+    def configure_retrieval(self, retrieval: RetrievalConfig) -> None:
+        """Swap the retrieval weights in place (ablations, tuning); the stores are untouched."""
+        self.config = self.config.model_copy(update={"retrieval": retrieval})
+        self._reader.config = self.config
+        self.token_counter = make_counter(retrieval.token_counter)
+
+    async def recall(
+        self, query: str, *, namespace: str = "default", now: datetime | None = None, as_of: datetime | None = None
+    ) -> Recalled:
+        """Every ranked candidate with its layer timings, recording nothing: for benchmarks and diagnosis."""
+        return await self._recall(query, None, namespace, now, as_of)
+
+    async def _recall(
+        self,
+        query: str,
+        emotional_context: EmotionalContext | Mapping[str, float] | None,
+        namespace: str,
+        now: datetime | None,
+        as_of: datetime | None,
+    ) -> Recalled:
+        self._check_open()
+        if isinstance(query, str) and not query.strip():
+            raise InvalidInput("The query is empty")
+        query = check_content(query, max_bytes=self.config.max_content_bytes)
+        check_identifier("namespace", namespace)
+        reference = self._aware(now, "now") or self.clock()
+        mood = check_emotion(emotional_context)
+        await self.projector.drain()
+        return await self._reader.run(Query(query, namespace, reference, mood, self._aware(as_of, "as_of")))
+
+    @staticmethod
+    def _aware(value: datetime | None, name: str) -> datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            raise InvalidInput(f"{name} must be a timezone-aware datetime, got {value!r}")
+        return value.astimezone(UTC)
+
+    async def _record(self, query: str, namespace: str, k: int, results: Sequence[RetrievalResult]) -> None:
+        """Access once per returned memory, and the retrieval event."""
+        await self.records.record_retrieval(
+            new_id(), namespace, query, at=self.clock(), k=k, results=[(r.memory.memory_id, r.score) for r in results]
         )
-        return [(h.memory_id, h.score) for h in hits]
 
     async def get(self, memory_id: str) -> Memory:
         self._check_open()

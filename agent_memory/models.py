@@ -176,6 +176,8 @@ class Memory:
     source_turn_id: TurnId | None
     session_id: str | None
     revision: int
+    turn_number: int | None = None
+    role: Role | None = None  # the role of the source turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +244,16 @@ class GraphMemory:
 
 
 @dataclass(frozen=True, slots=True)
+class GraphStep:
+    """One memory reached by a graph walk: from which seed, in how many hops, over which relation."""
+
+    memory_id: str
+    seed: str
+    hops: int
+    relation: str
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxItem:
     outbox_id: int
     op: str
@@ -271,3 +283,47 @@ class DoctorReport:
     @property
     def consistent(self) -> bool:
         return not self.disagreements
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    """A memory that made it into a rendered context, with why it ranked where it did."""
+
+    result: RetrievalResult
+    tokens: int  # what its rendered line costs (its session header is counted with the first item)
+
+    @property
+    def memory(self) -> Memory:
+        return self.result.memory
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """A candidate left out of a context, and why: 'budget', 'duplicate' or 'inactive'."""
+
+    memory_id: MemoryId
+    rank: int
+    score: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """The rendered memory block for a prompt: never more than `budget` tokens by `counter`."""
+
+    text: str
+    tokens: int
+    budget: int
+    counter: str
+    items: tuple[ContextItem, ...]
+    excluded: tuple[Exclusion, ...]
+
+    @property
+    def source_turn_ids(self) -> list[TurnId]:
+        return [i.memory.source_turn_id for i in self.items if i.memory.source_turn_id is not None]
+
+    def explain(self) -> str:
+        lines = [f"{self.tokens}/{self.budget} tokens ({self.counter}), {len(self.items)} items"]
+        lines += [f"  + #{i.result.rank} {i.memory.memory_id} {i.result.explain()}" for i in self.items]
+        lines += [f"  - #{e.rank} {e.memory_id} {e.reason}" for e in self.excluded]
+        return "\n".join(lines)

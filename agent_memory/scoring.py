@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 
 
 def reciprocal_rank_fusion(
@@ -20,3 +22,29 @@ def reciprocal_rank_fusion(
             scores[item] = scores.get(item, 0.0) + weight / (k + rank)
             best[item] = min(best.get(item, rank), rank)
     return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
+
+
+def decay_strength(
+    *,
+    age: timedelta,
+    since_access: timedelta | None,
+    access_count: int,
+    arousal: float,
+    surprise: float,
+    generation: int,
+    half_life: timedelta,
+    generation_floor: float = 0.3,
+) -> float:
+    """How strongly a memory is still held, in (0, 1]: exponential forgetting in the time since it was last
+    used (recency), with a half-life that grows with how often it was used (frequency) and with how arousing and
+    surprising it was. A consolidated memory (generation >= 1) never falls below `generation_floor`.
+
+    The sleep jobs store this as `decay_score`; retrieval calls it with the query's `now`, so both agree.
+    """
+    if half_life <= timedelta(0):
+        raise ValueError(f"half_life must be positive, got {half_life}")
+    idle = min(age, since_access) if since_access is not None else age
+    idle = max(idle, timedelta(0))
+    stretch = (1.0 + max(0.0, arousal) + 0.5 * max(0.0, surprise)) * (1.0 + math.log1p(max(0, access_count)))
+    strength: float = 0.5 ** (idle / (half_life * stretch))
+    return max(strength, generation_floor) if generation >= 1 else strength

@@ -31,7 +31,7 @@ def test_locomo_reader(tmp_path: Path) -> None:
     path.write_text(json.dumps([sample]))
     turns = list(locomo_turns(path))
     assert [(t.session_id, t.turn_number) for t in turns] == [("session_1", 0), ("session_1", 1), ("session_2", 0)]
-    assert turns[1].content == "Bo: Look [image: a red kite]" and turns[1].role == "assistant"
+    assert turns[1].content == "Bo: Look [image: a red kite]" and turns[1].role == "user"
     assert turns[0].at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC) and turns[0].namespace == "conv-x"
 
 

@@ -42,7 +42,8 @@ def read_jsonl(path: Path) -> Iterator[TurnInput]:
 
 
 def locomo_turns(path: Path) -> Iterator[TurnInput]:
-    """Each LoCoMo sample becomes a namespace; a turn is "{speaker}: {text}" plus its shared image caption."""
+    """Each LoCoMo sample becomes a namespace; a turn is "{speaker}: {text}" plus its shared image caption.
+    Both speakers are people, so both speak as users."""
     for sample in read_json(path):
         conversation = sample["conversation"]
         for number in _session_numbers(conversation):
@@ -51,14 +52,13 @@ def locomo_turns(path: Path) -> Iterator[TurnInput]:
                 text = f"{turn['speaker']}: {turn['text']}"
                 if turn.get("blip_caption"):
                     text += f" [image: {turn['blip_caption']}]"
-                role = "user" if turn["speaker"] == conversation["speaker_a"] else "assistant"
                 yield TurnInput(
                     session_id=f"session_{number}",
                     turn_number=index,
                     content=text,
-                    role=role,
+                    role="user",  # two people talking, neither an assistant; the speaker is in the text
                     at=started + timedelta(seconds=30 * index),
-                    namespace=_namespace(sample["sample_id"]),
+                    namespace=namespace_of(sample["sample_id"]),
                 )
 
 
@@ -74,7 +74,7 @@ def parse_locomo_time(text: str) -> datetime:
 def longmemeval_turns(path: Path) -> Iterator[TurnInput]:
     """Each LongMemEval question's haystack becomes a namespace named after the question id."""
     for entry in read_json(path):
-        namespace = _namespace(entry["question_id"])
+        namespace = namespace_of(entry["question_id"])
         sessions = zip(entry["haystack_session_ids"], entry["haystack_dates"], entry["haystack_sessions"], strict=True)
         for session_id, date, turns in sessions:
             started = parse_longmemeval_time(date)
@@ -82,7 +82,7 @@ def longmemeval_turns(path: Path) -> Iterator[TurnInput]:
                 if not (turn.get("content") or "").strip():
                     continue
                 yield TurnInput(
-                    session_id=_namespace(session_id),
+                    session_id=namespace_of(session_id),
                     turn_number=index,
                     content=turn["content"],
                     role=turn["role"],
@@ -97,7 +97,7 @@ def parse_longmemeval_time(text: str) -> datetime:
     return datetime.strptime(cleaned, "%Y/%m/%d %H:%M").replace(tzinfo=UTC)
 
 
-def _namespace(raw: str) -> str:
+def namespace_of(raw: str) -> str:
     return re.sub(r"[^A-Za-z0-9._:@/-]", "-", str(raw))[:128] or "default"
 
 

@@ -63,6 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check that the stores agree; --repair rebuilds projections")
     doctor.add_argument("--repair", action="store_true")
 
+    context = commands.add_parser("context", help="the token-budgeted memory block for a query, explained")
+    context.add_argument("query")
+    context.add_argument("--budget", type=int, default=2048, help="token budget (default 2048)")
+    context.add_argument("--namespace", default="default")
+    context.add_argument("--explain", action="store_true", help="also list what was included and left out, and why")
+
+    bench = commands.add_parser("bench", help="score retrieval on LoCoMo or LongMemEval (evidence recall)")
+    bench.add_argument("dataset", choices=["locomo", "longmemeval"])
+    bench.add_argument("--data", type=Path, required=True, help="the benchmark file (kept wherever you keep it)")
+    bench.add_argument("--budget", type=_budgets, default=[2048], help="token budgets, comma-separated: 512,2048")
+    bench.add_argument("--out", type=Path, help="write the report as JSON here")
+    bench.add_argument("--dump", type=Path, help="write one JSON line per question and budget here")
+    bench.add_argument("--ablate", action="store_true", help="also score each layer alone and each signal added")
+    bench.add_argument("--limit", type=int, help="ask only the first N questions (and ingest only their data)")
+
     demo = commands.add_parser("demo", help="ingest a sample conversation, answer questions, reopen")
     demo.add_argument("--data", type=Path, help="a JSONL conversation (default: data/sample_conversation.jsonl)")
     return parser
@@ -85,6 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _budgets(text: str) -> list[int]:
+    try:
+        budgets = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budgets must be integers separated by commas, got {text!r}") from None
+    if not budgets or min(budgets) < 1:
+        raise argparse.ArgumentTypeError(f"budgets must be positive, got {text!r}")
+    return budgets
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -153,6 +178,47 @@ def format_result(result: RetrievalResult) -> str:
     return f"{result.rank:>2}. [{m.event_at:%Y-%m-%d} {m.session_id}] {m.content}\n    {result.explain()}"
 
 
+async def cmd_context(config: Config, args: argparse.Namespace) -> int:
+    async with MemoryManager.open(config) as manager:
+        context = await manager.context(args.query, budget_tokens=args.budget, namespace=args.namespace)
+    print(context.text or "(no memory fits)")
+    if args.explain:
+        print(context.explain())
+    return 0
+
+
+async def cmd_bench(config: Config, args: argparse.Namespace) -> int:
+    """Into a fresh temporary store unless --data-dir names one (the benchmark must not mix with your memories)."""
+    import tempfile
+    from contextlib import ExitStack
+
+    from agent_memory.bench.harness import format_report, run_bench
+
+    if not args.data.is_file():
+        print(f"agent-memory: no benchmark file at {args.data}", file=sys.stderr)
+        return 2
+    with ExitStack() as stack:
+        if args.data_dir is None:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-memory-bench-"))
+            config = config.model_copy(update={"data_dir": Path(folder)})
+        dump = stack.enter_context(args.dump.open("w", encoding="utf-8")) if args.dump else None
+        async with MemoryManager.open(config) as manager:
+            report = await run_bench(
+                manager,
+                args.dataset,
+                args.data,
+                budgets=args.budget,
+                limit=args.limit,
+                dump=dump,
+                ablate=args.ablate,
+                progress=lambda line: print(line, file=sys.stderr),
+            )
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(format_report(report))
+    return 0
+
+
 async def cmd_stats(config: Config, args: argparse.Namespace) -> int:
     async with MemoryManager.open(config) as manager:
         stats = await manager.stats()
@@ -176,7 +242,14 @@ async def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     return 0 if report.consistent else 1
 
 
-COMMANDS = {"ingest": cmd_ingest, "search": cmd_search, "stats": cmd_stats, "doctor": cmd_doctor}
+COMMANDS = {
+    "ingest": cmd_ingest,
+    "search": cmd_search,
+    "context": cmd_context,
+    "bench": cmd_bench,
+    "stats": cmd_stats,
+    "doctor": cmd_doctor,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

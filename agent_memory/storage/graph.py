@@ -30,7 +30,7 @@ from typing import Any, TypeVar, cast
 import kuzu
 
 from agent_memory.errors import ClosedError, StorageError, StoreLocked
-from agent_memory.models import GraphMemory, MemoryId
+from agent_memory.models import GraphMemory, GraphStep, MemoryId
 
 T = TypeVar("T")
 Edge = tuple[str, str]
@@ -83,6 +83,9 @@ SHARED = (
     "MATCH (a:Memory {id: $id})-[r:MENTIONS|IN_SESSION]->()<-[:MENTIONS|IN_SESSION]-(b:Memory) "
     "WHERE b.id <> $id RETURN DISTINCT b.id, label(r)"
 )
+LINK_RELS = ("EVOLVED_FROM", "RELATED_TO", "DREAM_LINK")  # the edges only the graph holds (sleep jobs write them)
+EXPAND = f"MATCH (a:Memory {{id: $id}})-[r:{'|'.join(LINK_RELS)}*1..$depth]-(b:Memory) RETURN b.id, length(r), properties(rels(r), '_label')"
+COUNT_LINKS = f"MATCH ()-[r:{'|'.join(LINK_RELS)}]->() RETURN count(r)"
 ENTITIES = "MATCH (:Memory {id: $id})-[:MENTIONS]->(e:Entity) RETURN e.name ORDER BY e.name"
 # Serial reading allows quoted newlines; NUL as the null string keeps an empty field an empty string.
 COPY_CSV = "COPY {table} FROM '{path}' (header=true, parallel=false, null_strings=['\\u0000'])"
@@ -169,6 +172,10 @@ def _first_labels(rows: Iterable[list[Any]]) -> dict[str, str]:
     return best
 
 
+def _last_label(labels: Any) -> str:
+    return str(labels[-1]) if isinstance(labels, list) and labels else "RELATED_TO"
+
+
 def _rank(entry: tuple[int, str]) -> tuple[int, int]:
     return entry[0], LABEL_RANK[entry[1]]
 
@@ -182,6 +189,7 @@ class KuzuGraph:
         self._db: kuzu.Database | None = None
         self._conn: kuzu.Connection | None = None
         self._prepared: dict[str, kuzu.PreparedStatement] = {}  # parsing and planning cost more than running
+        self._links: int | None = None  # how many link edges exist; None = not counted since the last change
         self._closed = False
 
     @classmethod
@@ -289,6 +297,7 @@ class KuzuGraph:
             await self._call("delete", self._transaction, lambda: self._delete_sync(unique))
 
     def _delete_sync(self, ids: list[Row]) -> None:
+        self._links = None
         previous = {rel: self._batch(UNLINK[rel], ids) for rel in DROP_ORPHANS}
         self._batch(DELETE_MEMORY, ids)
         self._drop_orphans(previous)
@@ -341,11 +350,37 @@ class KuzuGraph:
     def _step(self, frontier: list[str]) -> dict[str, str]:
         return _first_labels(self._batch(WALK, [{"id": node} for node in frontier]))
 
+    async def expand(self, seeds: Sequence[str], *, depth: int) -> list[GraphStep]:
+        """Walk out from `seeds` over the edges only the graph holds (EVOLVED_FROM, RELATED_TO, DREAM_LINK), up to
+        `depth` hops. Each reached memory once, nearest first, attributed to the seed it was reached from.
+
+        Session order and shared entities are answered by the records (SQLite) in well under a millisecond;
+        here each query costs ~2.5 ms at 100k memories (Kuzu 0.11), so the walk is skipped while no such edge exists.
+        """
+        if depth <= 0 or not seeds or not await self._call("links", self._has_links):
+            return []
+        return await self._call("expand", self._expand_sync, list(dict.fromkeys(seeds)), depth)
+
+    def _has_links(self) -> bool:
+        if self._links is None:
+            self._links = int(self._run(COUNT_LINKS)[0][0])
+        return self._links > 0
+
+    def _expand_sync(self, seeds: list[str], depth: int) -> list[GraphStep]:
+        reached: dict[str, GraphStep] = {}
+        for seed in seeds:
+            for node, hops, labels in self._run(EXPAND.replace("$depth", str(depth)), id=seed):
+                step = GraphStep(node, seed, int(hops), _last_label(labels))
+                if node not in seeds and (node not in reached or step.hops < reached[node].hops):
+                    reached[node] = step
+        return sorted(reached.values(), key=lambda s: (s.hops, s.memory_id))
+
     async def rebuild(self, memories: Sequence[GraphMemory]) -> None:
         """Replace the whole graph with `memories`, bulk-loaded from CSV files; on failure the old graph stays."""
         await self._call("rebuild", self._rebuild_sync, memories)
 
     def _rebuild_sync(self, memories: Sequence[GraphMemory]) -> None:
+        self._links = None
         with tempfile.TemporaryDirectory(prefix="agent-memory-graph-") as tmp:
             files = _write_csvs(Path(tmp), _project(memories))
             self._transaction(lambda: self._reload(files))

@@ -20,6 +20,7 @@ import aiosqlite
 from agent_memory.errors import ClosedError, MemoryNotFound, StorageError
 from agent_memory.models import (
     GraphMemory,
+    GraphStep,
     LogPosition,
     Memory,
     MemoryId,
@@ -86,6 +87,10 @@ class SqliteRecords:
             (namespace, session_id, turn_number),
         )
         return bool(rows)
+
+    async def namespace_turns(self, namespace: str) -> int:
+        rows = await self._fetch("SELECT count(*) FROM turns WHERE namespace = ?", (namespace,))
+        return int(rows[0][0])
 
     async def known_turn_ids(self, turn_ids: Iterable[str]) -> set[str]:
         ids = list(turn_ids)
@@ -172,6 +177,59 @@ class SqliteRecords:
             (match, namespace, limit),
         )
         return [(r[0], -float(r[1])) for r in rows]
+
+    async def memories_between(
+        self, namespace: str, start: datetime | None, end: datetime | None, *, limit: int
+    ) -> list[tuple[str, bytes | None]]:
+        """Active memories whose event time falls in [start, end), newest first, with their vectors."""
+        rows = await self._fetch(
+            "SELECT memory_id, embedding FROM memories WHERE namespace = ? AND status = 'active' "
+            "AND event_at >= ? AND event_at < ? ORDER BY event_at DESC LIMIT ?",
+            (namespace, ts(start) or "", ts(end) or "9999", limit),
+        )
+        return [(r[0], bytes(r[1]) if r[1] is not None else None) for r in rows]
+
+    async def memories_at(self, namespace: str, positions: Sequence[tuple[int, int]]) -> dict[tuple[int, int], str]:
+        """The memory made from the turn logged at each (segment, offset), where the turn became one."""
+        found: dict[tuple[int, int], str] = {}
+        for segment, offset in positions:
+            rows = await self._fetch(
+                "SELECT m.memory_id FROM turns t JOIN memories m ON m.source_turn_id = t.turn_id "
+                "WHERE t.segment = ? AND t.offset = ? AND t.namespace = ? AND m.generation = 0",
+                (segment, offset, namespace),
+            )
+            if rows:
+                found[(segment, offset)] = rows[0][0]
+        return found
+
+    async def structural_neighbours(self, seeds: Sequence[str], *, depth: int, fanout: int) -> list[GraphStep]:
+        """The graph's structural hops, answered from the rows that define them: turns within `depth` places of
+        a seed in its session (NEXT), and memories sharing an entity that at most `fanout` memories mention
+        (MENTIONS; a speaker's own name links nothing in particular). Active memories of the seed's namespace."""
+        if not seeds or depth <= 0:
+            return []
+        marks = ",".join("?" * len(seeds))
+        near = await self._fetch(
+            "SELECT m.memory_id, s.memory_id, abs(m.turn_number - s.turn_number) FROM memories s "
+            "JOIN memories m ON m.namespace = s.namespace AND m.session_id = s.session_id "
+            "AND m.turn_number BETWEEN s.turn_number - ? AND s.turn_number + ? "
+            f"WHERE s.memory_id IN ({marks}) AND m.memory_id <> s.memory_id AND m.status = 'active'",
+            (depth, depth, *seeds),
+        )
+        steps = [GraphStep(r[0], r[1], int(r[2]), "NEXT") for r in near]
+        if fanout > 0:
+            shared = await self._fetch(
+                "WITH seed AS (SELECT e.memory_id, e.entity, m.namespace FROM memory_entities e "
+                f"JOIN memories m USING (memory_id) WHERE e.memory_id IN ({marks})), "
+                "rare AS (SELECT x.entity FROM memory_entities x WHERE x.entity IN (SELECT entity FROM seed) "
+                "GROUP BY x.entity HAVING count(*) <= ?) "
+                "SELECT o.memory_id, seed.memory_id FROM seed JOIN rare USING (entity) "
+                "JOIN memory_entities o ON o.entity = seed.entity JOIN memories m ON m.memory_id = o.memory_id "
+                "WHERE o.memory_id <> seed.memory_id AND m.namespace = seed.namespace AND m.status = 'active'",
+                (*seeds, fanout),
+            )
+            steps += [GraphStep(r[0], r[1], 1, "MENTIONS") for r in shared]
+        return steps
 
     async def graph_memories(self, memory_ids: Sequence[str]) -> list[GraphMemory]:
         memories = await self.get_memories(memory_ids)

@@ -25,7 +25,8 @@ from agent_memory.models import (
 MEMORY_COLUMNS = (
     "memory_id, namespace, memory_type, content, keywords, created_at, event_at, last_accessed_at, "
     "access_count, generation, tier, status, superseded_by, valence, arousal, surprise, importance, "
-    "confidence, decay_score, source_turn_id, session_id, revision"
+    "confidence, decay_score, source_turn_id, session_id, revision, turn_number, "
+    "(SELECT t.role FROM turns t WHERE t.turn_id = memories.source_turn_id)"
 )
 
 
@@ -96,4 +97,6 @@ def memory_row(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> M
         source_turn_id=TurnId(r[19]) if r[19] else None,
         session_id=r[20],
         revision=r[21],
+        turn_number=r[22],
+        role=Role(r[23]) if r[23] else None,
     )

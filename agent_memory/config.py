@@ -89,6 +89,10 @@ class RetrievalConfig(_Section):
     """A memory outside the query's time window keeps this share of its score."""
     user_weight: float = Field(default=0.15, ge=0.0)
     """User turns over assistant turns (the other way when the question is about what the assistant said)."""
+    gap_floor: float = Field(default=0.3, ge=-1.0, le=1.0)
+    """A retrieval whose best semantic similarity is below this found nothing relevant: it opens a retrieval gap."""
+    gap_ttl: timedelta = timedelta(days=7)
+    """How long a retrieval gap stays open unless a memory fills it first."""
     token_counter: Literal["chars", "cl100k_base"] = "chars"
     """How context() counts tokens: 'chars' is ceil(len/4); 'cl100k_base' is tiktoken, offline."""
 

@@ -29,6 +29,7 @@ from agent_memory.models import (
     Memory,
     MemoryId,
     MemoryStatus,
+    RetrievalGap,
     RetrievalResult,
     SaveDecision,
     Tier,
@@ -334,7 +335,7 @@ class MemoryManager:
         k = k or self.config.retrieval.default_k
         recalled = await self._recall(query, emotional_context, namespace, now, as_of)
         results = recalled.ranked.results[:k]
-        await self._record(query, namespace, k, results)
+        await self._record(query, namespace, k, results, recalled)
         return results
 
     async def context(
@@ -353,7 +354,7 @@ class MemoryManager:
             raise InvalidInput(f"budget_tokens must be a positive integer, got {budget_tokens!r}")
         recalled = await self._recall(query, emotional_context, namespace, now, as_of)
         packed = pack(recalled.ranked, budget=budget_tokens, counter=self.token_counter)
-        await self._record(query, namespace, len(packed.items), [item.result for item in packed.items])
+        await self._record(query, namespace, len(packed.items), [item.result for item in packed.items], recalled)
         return packed
 
     def configure_retrieval(self, retrieval: RetrievalConfig) -> None:
@@ -394,11 +395,26 @@ class MemoryManager:
             raise InvalidInput(f"{name} must be a timezone-aware datetime, got {value!r}")
         return value.astimezone(UTC)
 
-    async def _record(self, query: str, namespace: str, k: int, results: Sequence[RetrievalResult]) -> None:
-        """Access once per returned memory, and the retrieval event."""
+    async def _record(
+        self, query: str, namespace: str, k: int, results: Sequence[RetrievalResult], recalled: Recalled
+    ) -> None:
+        """Access once per returned memory, the retrieval event, and a gap when nothing relevant was found."""
+        at = self.clock()
         await self.records.record_retrieval(
-            new_id(), namespace, query, at=self.clock(), k=k, results=[(r.memory.memory_id, r.score) for r in results]
+            new_id(), namespace, query, at=at, k=k, results=[(r.memory.memory_id, r.score) for r in results]
         )
+        best = recalled.best_similarity
+        if best is not None and best < self.config.retrieval.gap_floor:
+            vector = (await self.embedder.embed([query]))[0].astype("<f4").tobytes()
+            gap = RetrievalGap(
+                new_id(), namespace, query, recalled.keywords, best, at, at + self.config.retrieval.gap_ttl
+            )
+            await self.records.open_gap(gap, vector)
+
+    async def open_gaps(self, namespace: str = "default") -> list[RetrievalGap]:
+        """Questions asked recently that the memory could not answer, newest first."""
+        self._check_open()
+        return [gap for gap, _ in await self.records.open_gaps(namespace, now=self.clock())]
 
     async def get(self, memory_id: str) -> Memory:
         self._check_open()

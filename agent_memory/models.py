@@ -218,6 +218,19 @@ class RetrievalResult:
 
 
 @dataclass(frozen=True, slots=True)
+class RetrievalGap:
+    """A question the memory could not answer: its topic stays open for a while, so a turn that fills it is kept."""
+
+    gap_id: str
+    namespace: str
+    query: str
+    keywords: tuple[str, ...]
+    best_score: float | None  # the best semantic similarity found, below the relevance floor
+    opened_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class VectorItem:
     memory_id: MemoryId
     vector: Vector

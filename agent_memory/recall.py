@@ -41,6 +41,8 @@ class Recalled:
     time: TimeQuery
     window: TimeWindow | None  # the parsed window, or the one an event anchor resolved to
     timings: Mapping[str, float] = field(default_factory=dict)  # milliseconds per stage
+    best_similarity: float | None = None  # the semantic layer's best cosine; None when the layer did not run
+    keywords: tuple[str, ...] = ()  # the query's content words, as the keyword layer searched them
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,10 @@ class Recall:
         started = time.perf_counter()
         ranked = rank(rankings, steps, memories, signals, config=self.config.retrieval, decay=self.config.decay)
         timings["rank"] = (time.perf_counter() - started) * 1000
-        return Recalled(ranked, parsed, window, timings)
+        semantic = rankings.get("semantic")
+        best = semantic[0][1] if semantic else (0.0 if self.config.retrieval.semantic_weight > 0 else None)
+        keywords = tuple(w.strip('"') for w in fts_query(parsed.remainder or query.text).split(" OR ") if w)
+        return Recalled(ranked, parsed, window, timings, best, keywords)
 
     async def _layers(
         self, words: str, full: str, query: Query, window: TimeWindow | None, timings: dict[str, float]

@@ -129,3 +129,15 @@ async def test_context_fits_the_budget_and_explains(manager: MemoryManager) -> N
     assert "tokens (chars/4)" in context.explain()
     with pytest.raises(InvalidInput, match="budget_tokens"):
         await manager.context("Porto", budget_tokens=0)
+
+
+async def test_a_miss_opens_a_retrieval_gap_and_a_hit_does_not(manager: MemoryManager) -> None:
+    await add(manager, "s", ["I prefer oat milk flat whites, never dairy."], NOW)
+    await manager.retrieve("What milk do I take in my coffee?")
+    assert await manager.open_gaps() == []
+    await manager.retrieve("When is my dentist appointment?")
+    gaps = await manager.open_gaps()
+    assert [g.query for g in gaps] == ["When is my dentist appointment?"]
+    assert "dentist" in gaps[0].keywords and gaps[0].best_score is not None and gaps[0].best_score < 0.3
+    assert gaps[0].expires_at - gaps[0].opened_at == manager.config.retrieval.gap_ttl
+    assert (await manager.stats())["records"]["retrieval_gaps"] == 1

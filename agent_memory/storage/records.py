@@ -26,9 +26,10 @@ from agent_memory.models import (
     MemoryId,
     MemoryType,
     OutboxItem,
+    RetrievalGap,
     TurnRow,
 )
-from agent_memory.storage.rows import MEMORY_COLUMNS, TurnCommit, memory_row, migrations, ts, turn_row
+from agent_memory.storage.rows import MEMORY_COLUMNS, TurnCommit, gap_row, memory_row, migrations, ts, turn_row
 
 
 class SqliteRecords:
@@ -358,8 +359,49 @@ class SqliteRecords:
                 [(ts(at), memory_id) for memory_id, _ in results],
             )
 
+    async def open_gap(self, gap: RetrievalGap, vector: bytes | None) -> None:
+        async with self.transaction() as db:
+            await db.execute(
+                "INSERT INTO retrieval_gaps (gap_id, namespace, query, keywords, vector, best_score, opened_at, "
+                "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    gap.gap_id,
+                    gap.namespace,
+                    gap.query,
+                    json.dumps(list(gap.keywords)),
+                    vector,
+                    gap.best_score,
+                    ts(gap.opened_at),
+                    ts(gap.expires_at),
+                ),
+            )
+
+    async def open_gaps(self, namespace: str, *, now: datetime) -> list[tuple[RetrievalGap, bytes | None]]:
+        """Gaps still open and not expired at `now`, newest first, with their query vectors."""
+        rows = await self._fetch(
+            "SELECT gap_id, namespace, query, keywords, best_score, opened_at, expires_at, vector "
+            "FROM retrieval_gaps WHERE namespace = ? AND closed_at IS NULL AND expires_at > ? ORDER BY opened_at DESC",
+            (namespace, ts(now)),
+        )
+        return [(gap_row(r), bytes(r[7]) if r[7] is not None else None) for r in rows]
+
+    async def close_gap(self, gap_id: str, *, now: datetime, closed_by: str) -> None:
+        async with self.transaction() as db:
+            await db.execute(
+                "UPDATE retrieval_gaps SET closed_at = ?, closed_by = ? WHERE gap_id = ? AND closed_at IS NULL",
+                (ts(now), closed_by, gap_id),
+            )
+
     async def counts(self) -> dict[str, int]:
-        tables = ("turns", "memories", "access_log", "save_decisions", "retrieval_events", "compaction_history")
+        tables = (
+            "turns",
+            "memories",
+            "access_log",
+            "save_decisions",
+            "retrieval_events",
+            "compaction_history",
+            "retrieval_gaps",
+        )
         result = {}
         for table in tables:
             result[table] = int((await self._fetch(f"SELECT count(*) FROM {table}"))[0][0])

@@ -15,6 +15,7 @@ from agent_memory.models import (
     MemoryId,
     MemoryStatus,
     MemoryType,
+    RetrievalGap,
     Role,
     SaveDecision,
     Tier,
@@ -99,4 +100,16 @@ def memory_row(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> M
         revision=r[21],
         turn_number=r[22],
         role=Role(r[23]) if r[23] else None,
+    )
+
+
+def gap_row(r: sqlite3.Row | tuple[Any, ...]) -> RetrievalGap:
+    return RetrievalGap(
+        gap_id=r[0],
+        namespace=r[1],
+        query=r[2],
+        keywords=tuple(json.loads(r[3])),
+        best_score=r[4],
+        opened_at=datetime.fromisoformat(r[5]),
+        expires_at=datetime.fromisoformat(r[6]),
     )

@@ -17,7 +17,15 @@ from typing import TypeVar
 import numpy as np
 
 from agent_memory.cognition.grep_terms import grep_terms
-from agent_memory.cognition.ranking import Ranked, Signals, fuse_layers, layer_weights, prefers_assistant, rank
+from agent_memory.cognition.ranking import (
+    Ranked,
+    Signals,
+    fuse_layers,
+    layer_weights,
+    prefers_assistant,
+    rank,
+    seeds_of,
+)
 from agent_memory.cognition.retrieval import fts_query
 from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query
 from agent_memory.config import Config
@@ -159,7 +167,7 @@ class Recall:
         if config.graph_depth == 0 or config.graph_seeds == 0 or config.graph_weight == 0:
             return []
         base, _ = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
-        seeds = [i for i, _ in sorted(base.items(), key=lambda kv: (-kv[1], kv[0]))[: config.graph_seeds]]
+        seeds = seeds_of(base, config.graph_seeds)
         structural, linked = await asyncio.gather(
             self.records.structural_neighbours(seeds, depth=config.graph_depth, fanout=config.entity_fanout),
             self.graph.expand(seeds, depth=config.graph_depth),

@@ -201,7 +201,7 @@ async def run_bench(
         "turns": turns,
         "ingest_seconds": round(seconds, 2),
         "token_counter": manager.token_counter.name,
-        "retrieval_config": base.model_dump(),
+        "retrieval_config": base.model_dump(mode="json"),
     }
     scores, latencies = await ask(manager, questions, budgets=budgets, dump=dump)
     report["query_ms"] = {"p50": round(statistics.median(latencies), 1), "mean": round(statistics.fmean(latencies), 1)}

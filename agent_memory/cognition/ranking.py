@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -93,12 +93,20 @@ def blend_scores(
     return fused
 
 
+def seeds_of(base: Mapping[str, float], count: int) -> list[str]:
+    """Where the graph walk starts: the best fused hits."""
+    return [i for i, _ in sorted(base.items(), key=lambda kv: (-kv[1], kv[0]))[:count]]
+
+
 def graph_scores(
-    base: Mapping[str, float], steps: Sequence[GraphStep], *, weight: float
+    base: Mapping[str, float], steps: Sequence[GraphStep], *, weight: float, seeds: Collection[str] = ()
 ) -> dict[str, tuple[float, GraphStep]]:
-    """Each reached memory takes the best share of a seed's score: weight * seed score / 2^(hops - 1)."""
+    """Each reached memory takes the best share of a seed's score: weight * seed score / 2^(hops - 1). The seeds
+    themselves gain nothing from each other: the walk brings in new memories, it does not re-rank the hits."""
     best: dict[str, tuple[float, GraphStep]] = {}
     for step in steps:
+        if step.memory_id in seeds:
+            continue
         value = weight * base.get(step.seed, 0.0) / 2 ** (step.hops - 1)
         if value > best.get(step.memory_id, (0.0, step))[0]:
             best[step.memory_id] = (value, step)
@@ -129,7 +137,9 @@ def rank(
     local = {i for i, m in memories.items() if len(m.content) <= config.locality_max_chars}
     walked = {
         i: found
-        for i, found in graph_scores(base, steps, weight=config.graph_weight).items()
+        for i, found in graph_scores(
+            base, steps, weight=config.graph_weight, seeds=seeds_of(base, config.graph_seeds)
+        ).items()
         if found[1].relation != "NEXT" or i in local
     }
     scores = {i: base.get(i, 0.0) + walked.get(i, (0.0, None))[0] for i in base.keys() | walked.keys()}

@@ -1,0 +1,130 @@
+"""The benchmark harness, scored on a tiny hand-made dataset whose answers are known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_memory.bench.harness import Scores, ablation_configs, format_report, run_bench
+from agent_memory.bench.questions import Question, locomo_questions, longmemeval_questions
+from agent_memory.config import RetrievalConfig
+from agent_memory.interfaces.cli import main
+from agent_memory.manager import MemoryManager
+
+LOCOMO = [
+    {
+        "sample_id": "tiny-1",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "10:00 am on 3 March, 2024",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Pixel last week."},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! My sister breeds parrots in Leeds."},
+                {"speaker": "Ana", "dia_id": "D1:3", "text": "My pottery class starts on Thursday evenings."},
+            ],
+            "session_2_date_time": "4:30 pm on 20 April, 2024",
+            "session_2": [
+                {"speaker": "Ben", "dia_id": "D2:1", "text": "I ran the Brighton half marathon in 1:52."},
+                {
+                    "speaker": "Ana",
+                    "dia_id": "D2:2",
+                    "text": "Pixel knocked my new vase off the shelf.",
+                    "blip_caption": "a cat next to a broken vase",
+                },
+            ],
+        },
+        "qa": [
+            {"question": "What is the name of Ana's cat?", "answer": "Pixel", "evidence": ["D1:1"], "category": 4},
+            {"question": "What did Ana's cat break?", "answer": "a vase", "evidence": ["D2:2", "D1:1"], "category": 1},
+            {"question": "What was Ben's half marathon time?", "answer": "1:52", "evidence": ["D:2:01"], "category": 2},
+            {"question": "Unscorable", "answer": "x", "evidence": ["D9:9"], "category": 3},
+        ],
+    }
+]
+
+
+@pytest.fixture
+def locomo_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny_locomo.json"
+    path.write_text(json.dumps(LOCOMO), encoding="utf-8")
+    return path
+
+
+def test_locomo_questions_normalise_evidence_and_drop_unknown_ids(locomo_file: Path) -> None:
+    questions = list(locomo_questions(locomo_file))
+    assert [q.question_id for q in questions] == ["tiny-1:0", "tiny-1:1", "tiny-1:2"]  # D9:9 does not exist
+    assert questions[1].gold == {("tiny-1", "session_2", 1), ("tiny-1", "session_1", 0)}
+    assert questions[2].gold == {("tiny-1", "session_2", 0)}  # "D:2:01" normalised
+    assert questions[0].category == "single-hop" and questions[1].category == "multi-hop"
+    assert questions[0].asked_at.isoformat() == "2024-04-21T16:30:00+00:00"  # a day after the last session
+
+
+def test_longmemeval_questions_take_has_answer_turns(tmp_path: Path) -> None:
+    entry = {
+        "question_id": "q1",
+        "question_type": "single-session-user",
+        "question": "What colour is my bike?",
+        "question_date": "2023/06/01 (Thu) 10:00",
+        "answer": "red",
+        "answer_session_ids": ["s_b"],
+        "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/02 (Tue) 09:00"],
+        "haystack_session_ids": ["s_a", "s_b"],
+        "haystack_sessions": [
+            [{"role": "user", "content": "Hi", "has_answer": True}],
+            [{"role": "user", "content": "Tea?"}, {"role": "user", "content": "My bike is red", "has_answer": True}],
+        ],
+    }
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([entry]), encoding="utf-8")
+    (question,) = longmemeval_questions(path)
+    assert question.gold == {("q1", "s_b", 1)}  # has_answer outside an answer session does not count
+    assert question.gold_sessions == {("q1", "s_b")}
+
+
+def test_scores_arithmetic() -> None:
+    q = Question("q", "multi-hop", "?", "ns", None, frozenset({("ns", "s", 1), ("ns", "s", 2)}))  # type: ignore[arg-type]
+    scores = Scores()
+    scores.add(q, [("ns", "s", 9), ("ns", "s", 2), ("ns", "s", 1)], {("ns", "s", 2)}, 100)
+    row = scores.rows[0]
+    assert row["recall"] == 0.5 and row["all"] is False and row["mrr"] == 0.5
+    assert (row["recall@1"], row["recall@5"]) == (0.0, 1.0)
+    summary = scores.summary(["multi-hop"])
+    assert summary["pooled"]["n"] == 1 and summary["by_category"]["multi-hop"]["recall"] == 0.5
+
+
+def test_ablation_ladder_ends_at_the_shipped_configuration() -> None:
+    base = RetrievalConfig()
+    ladder = ablation_configs(base)
+    assert ladder[0][1].semantic_weight == 0 and ladder[0][1].keyword_weight == 1.0
+    assert ladder[1][1].keyword_weight == 0 and ladder[2][1].graph_weight == 0
+    assert ladder[-1][1] == base
+
+
+async def test_harness_scores_the_tiny_dataset(manager: MemoryManager, locomo_file: Path, tmp_path: Path) -> None:
+    dump = tmp_path / "dump.jsonl"
+    with dump.open("w", encoding="utf-8") as out:
+        report = await run_bench(manager, "locomo", locomo_file, budgets=[40, 2048], dump=out)
+    assert report["questions"] == 3 and report["turns"] == 5
+    big = report["budgets"]["2048"]["pooled"]
+    assert big["recall"] == 1.0 and big["all"] == 1.0  # the whole conversation fits
+    assert big["mrr"] >= 0.5
+    small = report["budgets"]["40"]["pooled"]
+    assert small["tokens"] <= 40 and small["recall"] < 1.0
+    lines = [json.loads(line) for line in dump.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 6 and {"ranked", "in_context", "tokens", "context", "category"} <= set(lines[0])
+    marathon = next(line for line in lines if line["question_id"] == "tiny-1:2")
+    assert marathon["ranked"][0] == ["session_2", 0] == marathon["gold"][0]
+    assert "budget 2048: recall 1.000" in format_report(report)
+
+
+def test_bench_cli_writes_the_report(locomo_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report.json"
+    code = main(["bench", "locomo", "--data", str(locomo_file), "--budget", "2048", "--out", str(out)])
+    assert code == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["budgets"]["2048"]["pooled"]["recall"] == 1.0
+    assert "locomo: 3 questions, 5 turns" in capsys.readouterr().out
+    assert main(["bench", "locomo", "--data", str(tmp_path / "missing.json")]) == 2

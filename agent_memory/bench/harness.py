@@ -187,10 +187,13 @@ async def run_bench(
     """Ingest the dataset's conversations into `manager`, ask its questions, and return the report."""
     questions = limited(QUESTIONS[dataset](data), limit)
     namespaces = {q.namespace for q in questions}
-    present = {ns for ns in namespaces if await manager.records.namespace_turns(ns)}
-    turns, seconds = await ingest(manager, turns_for(dataset, data, namespaces - present))
-    if present:
-        progress(f"reusing {len(present)} conversations already in {manager.config.data_dir}")
+    present = {ns: await manager.records.turn_keys(ns) for ns in namespaces}
+    fresh = (
+        t for t in turns_for(dataset, data, namespaces) if (t.session_id, t.turn_number) not in present[t.namespace]
+    )
+    turns, seconds = await ingest(manager, fresh)
+    if any(present.values()):
+        progress(f"reusing {sum(map(len, present.values()))} turns already in {manager.config.data_dir}")
     progress(f"ingested {turns} turns in {seconds:.1f} s ({turns / max(seconds, 1e-9):.0f} turns/s)")
     headline = HEADLINE.get(dataset)
     base = manager.config.retrieval
@@ -198,7 +201,7 @@ async def run_bench(
         "dataset": dataset,
         "data": str(data),
         "questions": len(questions),
-        "turns": turns,
+        "turns": turns + sum(map(len, present.values())),
         "ingest_seconds": round(seconds, 2),
         "token_counter": manager.token_counter.name,
         "retrieval_config": base.model_dump(mode="json"),

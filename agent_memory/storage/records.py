@@ -89,9 +89,10 @@ class SqliteRecords:
         )
         return bool(rows)
 
-    async def namespace_turns(self, namespace: str) -> int:
-        rows = await self._fetch("SELECT count(*) FROM turns WHERE namespace = ?", (namespace,))
-        return int(rows[0][0])
+    async def turn_keys(self, namespace: str) -> set[tuple[str, int]]:
+        """(session id, turn number) of every turn logged in `namespace`."""
+        rows = await self._fetch("SELECT session_id, turn_number FROM turns WHERE namespace = ?", (namespace,))
+        return {(r[0], int(r[1])) for r in rows}
 
     async def known_turn_ids(self, turn_ids: Iterable[str]) -> set[str]:
         ids = list(turn_ids)

@@ -42,6 +42,9 @@ class EmbeddingConfig(_Section):
     """Sentences per encoder pass. Inputs are sorted by length first, so small passes waste no padding:
     measured here, 8 gives 108 LoCoMo turns/s where 64 gives 43."""
     dimension: int = Field(default=384, ge=1)
+    with_previous_max_chars: int = Field(default=600, ge=0)
+    """A kept turn up to this long is embedded together with the turn before it in its session (when that one
+    is short too), so a reply like "It is bright orange" is found by what "it" was. 0 turns it off."""
 
 
 class VectorsConfig(_Section):
@@ -52,9 +55,10 @@ class VectorsConfig(_Section):
 
 
 class RetrievalConfig(_Section):
-    fusion: Literal["rrf", "blend"] = "rrf"
-    """How the layers combine: 'rrf' (reciprocal rank fusion, rrf_k) or 'blend' (each layer's scores scaled to
-    its best hit, weighted and summed)."""
+    fusion: Literal["rrf", "blend", "hybrid"] = "hybrid"
+    """How the layers combine: 'rrf' (reciprocal rank fusion, rrf_k), 'blend' (each layer's scores scaled to its
+    best hit, weighted and summed) or 'hybrid' (RRF plus half the blend in RRF's unit: ranks decide, score margins
+    break near-ties). Measured on LoCoMo dev at 2,048 tokens: recall 0.866 / 0.848 / 0.864, MRR 0.356 / 0.400 / 0.371."""
     rrf_k: int = Field(default=60, ge=1)
     candidate_limit: int = Field(default=50, ge=1)
     """How many hits each search layer contributes before fusion."""
@@ -81,7 +85,7 @@ class RetrievalConfig(_Section):
     filler (measured on LongMemEval)."""
     mood_weight: float = Field(default=0.1, ge=0.0)
     """How much a memory whose valence and arousal match the query's emotional context is lifted."""
-    decay_weight: float = Field(default=0.1, ge=0.0, le=1.0)
+    decay_weight: float = Field(default=0.05, ge=0.0, le=1.0)
     """How much a faded memory loses: score * (1 - decay_weight * (1 - strength))."""
     time_boost: float = Field(default=1.0, ge=0.0)
     """A memory inside the query's time window gets score * (1 + time_boost)."""

@@ -141,3 +141,18 @@ async def test_a_miss_opens_a_retrieval_gap_and_a_hit_does_not(manager: MemoryMa
     assert "dentist" in gaps[0].keywords and gaps[0].best_score is not None and gaps[0].best_score < 0.3
     assert gaps[0].expires_at - gaps[0].opened_at == manager.config.retrieval.gap_ttl
     assert (await manager.stats())["records"]["retrieval_gaps"] == 1
+
+
+async def test_a_short_reply_is_embedded_with_the_turn_before_it(config: Config, embedder: Embedder) -> None:
+    similarity = {}
+    for limit in (0, 600):
+        embedding = config.embedding.model_copy(update={"with_previous_max_chars": limit})
+        data_dir = config.data_dir / f"limit-{limit}"
+        async with MemoryManager.open(
+            config.model_copy(update={"embedding": embedding, "data_dir": data_dir}), embedder=embedder
+        ) as manager:
+            found = await add(manager, "kayak", ["Guess what, I finally bought a kayak!", "It is bright orange."], NOW)
+            plain(manager, keyword_weight=0.0)
+            results = {r.memory.memory_id: r for r in await manager.retrieve("the kayak's colour", k=2)}
+            similarity[limit] = results[found[1]].layers["semantic"].score
+    assert similarity[600] > similarity[0] + 0.1

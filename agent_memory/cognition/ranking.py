@@ -65,10 +65,14 @@ def fuse_layers(
     """Weighted fusion, by reciprocal rank ('rrf') or by blending each layer's scores scaled to its best hit
     ('blend'); every memory keeps each layer's rank and raw score."""
     active = {name: hits for name, hits in rankings.items() if weights.get(name, 1.0) > 0}
+    ranked = {n: [i for i, _ in h] for n, h in active.items()}
     if method == "blend":
         fused = blend_scores(active, weights=weights)
+    elif method == "hybrid":  # RRF, plus each layer's scaled score in RRF's unit: ranks decide, margins break ties
+        rrf = dict(reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights))
+        blend = blend_scores(active, weights=weights)
+        fused = {i: rrf[i] + 0.5 * blend.get(i, 0.0) / (rrf_k + 1) for i in rrf}
     else:
-        ranked = {n: [i for i, _ in h] for n, h in active.items()}
         fused = dict(reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights))
     layers: dict[str, dict[str, LayerHit]] = {}
     for name, hits in active.items():
@@ -142,7 +146,7 @@ def rank(
         ).items()
         if found[1].relation != "NEXT" or i in local
     }
-    scores = {i: base.get(i, 0.0) + walked.get(i, (0.0, None))[0] for i in base.keys() | walked.keys()}
+    scores = {i: _with_graph(base, i, walked.get(i)) for i in base.keys() | walked.keys()}
     active = {i: m for i, m in memories.items() if m.status is MemoryStatus.ACTIVE}
     sessions = session_scores(base, active) if config.session_weight > 0 else {}
     scored, inactive = [], []
@@ -167,6 +171,16 @@ def rank(
     scored.sort(key=lambda s: (-s[0], s[1].memory_id))
     results = [RetrievalResult(memory=m, score=s, rank=r, layers=h) for r, (s, m, h) in enumerate(scored, 1)]
     return Ranked(results, inactive)
+
+
+def _with_graph(base: Mapping[str, float], memory_id: str, walked: tuple[float, GraphStep] | None) -> float:
+    """A neighbour's own score plus its share of the seed's, never above the seed: the walk brings memories in
+    next to the hit that found them; it does not put them ahead of it."""
+    own = base.get(memory_id, 0.0)
+    if walked is None:
+        return own
+    value, step = walked
+    return max(own, min(own + value, base.get(step.seed, 0.0)))
 
 
 def _weigh(

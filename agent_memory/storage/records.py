@@ -89,6 +89,15 @@ class SqliteRecords:
         )
         return bool(rows)
 
+    async def previous_content(self, namespace: str, session_id: str, turn_number: int) -> str | None:
+        """The content of the memory just before `turn_number` in its session, if any."""
+        rows = await self._fetch(
+            "SELECT content FROM memories WHERE namespace = ? AND session_id = ? AND turn_number < ? "
+            "AND generation = 0 ORDER BY turn_number DESC LIMIT 1",
+            (namespace, session_id, turn_number),
+        )
+        return str(rows[0][0]) if rows else None
+
     async def turn_keys(self, namespace: str) -> set[tuple[str, int]]:
         """(session id, turn number) of every turn logged in `namespace`."""
         rows = await self._fetch("SELECT session_id, turn_number FROM turns WHERE namespace = ?", (namespace,))

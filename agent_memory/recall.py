@@ -87,7 +87,7 @@ class Recall:
         if query.as_of is not None:
             memories = {i: m for i, m in memories.items() if _known(m, query.as_of)}
             rankings = {name: [h for h in hits if h[0] in memories] for name, hits in rankings.items()}
-        steps = await _timed(timings, "graph", self._walk(rankings))
+        steps = await _timed(timings, "graph", self._walk(rankings, query.namespace))
         missing = [s.memory_id for s in steps if s.memory_id not in memories]
         if missing:
             found = await self.records.get_memories(missing)
@@ -162,14 +162,14 @@ class Recall:
         ranked = [(owners[(h.segment, h.offset)], float(len(h.terms))) for h in hits if (h.segment, h.offset) in owners]
         return list(dict(reversed(ranked)).items())[::-1]  # each memory once, at its best rank
 
-    async def _walk(self, rankings: Mapping[str, Hits]) -> list[GraphStep]:
+    async def _walk(self, rankings: Mapping[str, Hits], namespace: str) -> list[GraphStep]:
         config = self.config.retrieval
         if config.graph_depth == 0 or config.graph_seeds == 0 or config.graph_weight == 0:
             return []
         base, _ = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
         seeds = seeds_of(base, config.graph_seeds)
         structural, linked = await asyncio.gather(
-            self.records.structural_neighbours(seeds, depth=config.graph_depth, fanout=config.entity_fanout),
+            self.records.structural_neighbours(seeds, namespace, depth=config.graph_depth, fanout=config.entity_fanout),
             self.graph.expand(seeds, depth=config.graph_depth),
         )
         return structural + linked

@@ -25,7 +25,7 @@ from typing import Any
 from agent_memory.errors import StorageError
 from agent_memory.storage.journal import SEGMENT_RE
 
-CANDIDATES_PER_RESULT = 20  # stop rg once this many matching turns per wanted hit are in hand
+CANDIDATES_PER_RESULT = 4  # stop rg once this many matching turns per wanted hit are in hand (parsing is the cost)
 STREAM_LIMIT = 64 << 20  # longest rg output line accepted: one record, JSON-escaped twice, with its submatches
 RUST_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")  # regex_syntax::is_meta_character: escaping these is always valid
 JSON_STRING_UNIT = r'(?:(?-u:[^"\\])|\\.)'  # one unit of a JSON string's text: a byte, or a backslash escape

@@ -60,6 +60,7 @@ class Query:
     now: datetime
     mood: EmotionalContext | None = None
     as_of: datetime | None = None
+    limit: int | None = None  # candidates per layer; None means retrieval.candidate_limit
 
 
 class Recall:
@@ -105,7 +106,8 @@ class Recall:
         self, words: str, full: str, query: Query, window: TimeWindow | None, timings: dict[str, float]
     ) -> dict[str, Hits]:
         """Keyword, grep and the vector layers concurrently; each layer's hits best first."""
-        limit, config = self.config.retrieval.candidate_limit, self.config.retrieval
+        config = self.config.retrieval
+        limit = query.limit or config.candidate_limit
         jobs: list[Awaitable[dict[str, Hits]]] = []
         if config.keyword_weight > 0:
             search = self.records.keyword_search(query.namespace, fts_query(words), limit=limit)
@@ -113,14 +115,14 @@ class Recall:
         terms = grep_terms(full)
         if config.grep_weight > 0 and terms:
             jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
-        jobs.append(self._vector_layers(full, query.namespace, window, timings))
+        jobs.append(self._vector_layers(full, query.namespace, window, limit, timings))
         rankings: dict[str, Hits] = {}
         for found in await asyncio.gather(*jobs):
             rankings.update(found)
         return {name: hits for name, hits in rankings.items() if hits}
 
     async def _vector_layers(
-        self, text: str, namespace: str, window: TimeWindow | None, timings: dict[str, float]
+        self, text: str, namespace: str, window: TimeWindow | None, limit: int, timings: dict[str, float]
     ) -> dict[str, Hits]:
         """One query embedding feeds the semantic layer and, when the query names a time, the time layer."""
         config = self.config.retrieval
@@ -132,10 +134,10 @@ class Recall:
         jobs: list[Awaitable[dict[str, Hits]]] = []
         if wanted:
             where = {"namespace": namespace, "status": "active"}
-            search = self.vectors.search(TEXT, vector.tolist(), limit=config.candidate_limit, where=where)
+            search = self.vectors.search(TEXT, vector.tolist(), limit=limit, where=where)
             jobs.append(_layer(timings, "semantic", _pairs(search)))
         if window is not None and timed:
-            jobs.append(_layer(timings, "time", self._time_layer(vector, namespace, window, config.candidate_limit)))
+            jobs.append(_layer(timings, "time", self._time_layer(vector, namespace, window, limit)))
         rankings: dict[str, Hits] = {}
         for found in await asyncio.gather(*jobs):
             rankings.update(found)

@@ -24,8 +24,8 @@ from agent_memory.bench.datasets import READERS
 from agent_memory.bench.questions import Question, TurnKey, locomo_questions, longmemeval_questions
 from agent_memory.cognition.context import pack
 from agent_memory.config import RetrievalConfig
-from agent_memory.manager import MemoryManager
-from agent_memory.models import Memory, TurnInput
+from agent_memory.manager import MemoryManager, candidates_for
+from agent_memory.models import Context, Memory, TurnInput
 
 QUESTIONS: dict[str, Callable[[Path], Iterator[Question]]] = {
     "locomo": locomo_questions,
@@ -93,31 +93,46 @@ async def ask(
     budgets: Sequence[int],
     dump: TextIO | None = None,
 ) -> tuple[dict[int, Scores], list[float]]:
-    """Each question: one recall at its own time, one context per budget, scored against the gold turns."""
+    """Each question is recalled at its own time, once per candidate pool (a budget over 2,048 tokens asks each
+    layer for more, exactly as `context()` does), and packed once per budget; query time is the smallest pool's."""
     scores = {budget: Scores() for budget in budgets}
     latencies: list[float] = []
+    pools: dict[int, list[int]] = {}  # candidates per layer -> the budgets that context() serves from that pool
+    for budget in sorted(budgets):
+        pools.setdefault(candidates_for(budget, manager.config.retrieval.candidate_limit), []).append(budget)
     for question in questions:
-        started = time.perf_counter()
-        recalled = await manager.recall(question.text, namespace=question.namespace, now=question.asked_at)
-        latencies.append((time.perf_counter() - started) * 1000)
-        ranked = _turn_keys(r.memory for r in recalled.ranked.results)
-        for budget in budgets:
-            context = pack(recalled.ranked, budget=budget, counter=manager.token_counter)
-            in_context = set(_turn_keys(item.memory for item in context.items))
-            scores[budget].add(question, ranked, in_context, context.tokens)
-            if dump is not None:
-                record = {
-                    "question_id": question.question_id,
-                    "category": question.category,
-                    "budget": budget,
-                    "ranked": [list(k[1:]) for k in ranked[:50]],
-                    "in_context": sorted([list(k[1:]) for k in in_context]),
-                    "gold": sorted([list(k[1:]) for k in question.gold]),
-                    "tokens": context.tokens,
-                    "context": context.text,
-                }
-                dump.write(json.dumps(record, ensure_ascii=False) + "\n")
+        ranked: list[TurnKey] | None = None
+        for pool_budgets in pools.values():
+            started = time.perf_counter()
+            recalled = await manager.recall(
+                question.text, namespace=question.namespace, now=question.asked_at, budget_tokens=pool_budgets[0]
+            )
+            if ranked is None:  # query time and ranked metrics from the smallest pool, the one retrieve() uses
+                latencies.append((time.perf_counter() - started) * 1000)
+                ranked = _turn_keys(r.memory for r in recalled.ranked.results)
+            for budget in pool_budgets:
+                context = pack(recalled.ranked, budget=budget, counter=manager.token_counter)
+                in_context = set(_turn_keys(item.memory for item in context.items))
+                scores[budget].add(question, ranked, in_context, context.tokens)
+                if dump is not None:
+                    _dump(dump, question, budget, ranked, in_context, context)
     return scores, latencies
+
+
+def _dump(
+    out: TextIO, question: Question, budget: int, ranked: list[TurnKey], in_context: set[TurnKey], context: Context
+) -> None:
+    record = {
+        "question_id": question.question_id,
+        "category": question.category,
+        "budget": budget,
+        "ranked": [list(k[1:]) for k in ranked[:50]],
+        "in_context": sorted([list(k[1:]) for k in in_context]),
+        "gold": sorted([list(k[1:]) for k in question.gold]),
+        "tokens": context.tokens,
+        "context": context.text,
+    }
+    out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def _turn_keys(memories: Iterable[Memory]) -> list[TurnKey]:
@@ -132,7 +147,7 @@ def _turn_keys(memories: Iterable[Memory]) -> list[TurnKey]:
 ABLATIONS: list[tuple[str, dict[str, Any]]] = [
     ("keyword only", {"semantic_weight": 0, "grep_weight": 0, "time_layer_weight": 0}),
     ("semantic only", {"keyword_weight": 0, "grep_weight": 0, "time_layer_weight": 0}),
-    ("keyword + semantic (RRF)", {"grep_weight": 0, "time_layer_weight": 0}),
+    ("keyword + semantic (fused)", {"grep_weight": 0, "time_layer_weight": 0}),
     ("+ grep", {"time_layer_weight": 0}),
     ("+ time", {}),
     ("+ graph", {}),

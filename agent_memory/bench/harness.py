@@ -24,8 +24,9 @@ from agent_memory.bench.datasets import READERS
 from agent_memory.bench.questions import Question, TurnKey, locomo_questions, longmemeval_questions
 from agent_memory.cognition.context import pack
 from agent_memory.config import RetrievalConfig
-from agent_memory.manager import MemoryManager, candidates_for
+from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, Memory, TurnInput
+from agent_memory.read_path import candidates_for
 
 QUESTIONS: dict[str, Callable[[Path], Iterator[Question]]] = {
     "locomo": locomo_questions,

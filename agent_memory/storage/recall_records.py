@@ -12,8 +12,6 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
 
-import aiosqlite
-
 from agent_memory.models import GraphStep, RetrievalGap
 from agent_memory.storage.rows import gap_row, ts
 
@@ -22,7 +20,7 @@ class RecallQueries:
     async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         raise NotImplementedError
 
-    def transaction(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
+    def transaction(self) -> AbstractAsyncContextManager[Any]:  # an aiosqlite connection, opened by records.py
         raise NotImplementedError
 
     async def keyword_search(self, namespace: str, match: str, *, limit: int) -> list[tuple[str, float]]:

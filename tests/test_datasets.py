@@ -56,3 +56,17 @@ def test_longmemeval_reader_reads_gzip_and_skips_empty_turns(tmp_path: Path) -> 
     turns = list(longmemeval_turns(path))
     assert [(t.session_id, t.turn_number, t.role) for t in turns] == [("s_a", 0, "user"), ("s_b", 0, "user")]
     assert turns[0].namespace == "q-1" and turns[0].at == datetime(2023, 5, 20, 2, 21, tzinfo=UTC)
+
+
+def test_longmemeval_repeated_session_is_ingested_once(tmp_path: Path) -> None:
+    same = [{"role": "user", "content": "I adopted a cat"}]
+    entry = {
+        "question_id": "q1",
+        "haystack_session_ids": ["s_a", "s_a", "s_a"],
+        "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/01 (Mon) 17:00", "2023/05/02 (Tue) 09:00"],
+        "haystack_sessions": [same, same, [{"role": "user", "content": "Other turns, same id"}]],
+    }
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([entry]), encoding="utf-8")
+    turns = list(longmemeval_turns(path))
+    assert [(t.session_id, t.content) for t in turns] == [("s_a", "I adopted a cat"), ("s_a:1", "Other turns, same id")]

@@ -72,17 +72,24 @@ def parse_locomo_time(text: str) -> datetime:
 
 
 def longmemeval_turns(path: Path) -> Iterator[TurnInput]:
-    """Each LongMemEval question's haystack becomes a namespace named after the question id."""
+    """Each LongMemEval question's haystack becomes a namespace named after the question id. A haystack can list
+    the same session twice (identical turns, another time): it is ingested once; a reused id with other turns
+    gets a suffix."""
     for entry in read_json(path):
         namespace = namespace_of(entry["question_id"])
+        seen: dict[str, Any] = {}
         sessions = zip(entry["haystack_session_ids"], entry["haystack_dates"], entry["haystack_sessions"], strict=True)
-        for session_id, date, turns in sessions:
+        for raw_id, date, turns in sessions:
+            if seen.get(raw_id) == turns:
+                continue
+            session_id = namespace_of(raw_id if raw_id not in seen else f"{raw_id}:{len(seen)}")
+            seen.setdefault(raw_id, turns)
             started = parse_longmemeval_time(date)
             for index, turn in enumerate(turns):
                 if not (turn.get("content") or "").strip():
                     continue
                 yield TurnInput(
-                    session_id=namespace_of(session_id),
+                    session_id=session_id,
                     turn_number=index,
                     content=turn["content"],
                     role=turn["role"],

@@ -87,9 +87,9 @@ class RetrievalConfig(_Section):
     """How much a memory whose valence and arousal match the query's emotional context is lifted."""
     decay_weight: float = Field(default=0.05, ge=0.0, le=1.0)
     """How much a faded memory loses: score * (1 - decay_weight * (1 - strength))."""
-    time_boost: float = Field(default=1.0, ge=0.0)
+    time_boost: float = Field(default=0.3, ge=0.0)
     """A memory inside the query's time window gets score * (1 + time_boost)."""
-    time_penalty: float = Field(default=0.7, ge=0.0, le=1.0)
+    time_penalty: float = Field(default=0.9, ge=0.0, le=1.0)
     """A memory outside the query's time window keeps this share of its score."""
     user_weight: float = Field(default=0.15, ge=0.0)
     """User turns over assistant turns (the other way when the question is about what the assistant said)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from agent_memory.cognition.context import pack
 from agent_memory.cognition.tokens import TokenCounter, make_counter
@@ -36,8 +37,9 @@ class ReadPath:
     token_counter: TokenCounter
     _reader: Recall
 
-    def _check_open(self) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by MemoryManager
+
+        def _check_open(self) -> None: ...
 
     async def retrieve(
         self,

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_memory.bench import perf
 from agent_memory.bench.perf import percentile
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
@@ -361,13 +362,7 @@ def render(results: Sequence[StoreFigures], *, pool: int, warmup: int) -> str:
 
 
 def write_docs(section: str, path: Path) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n## Retrieval latency\n\n" + section + "\n"
-    path.write_text(text)
+    perf.write_docs(section, path, begin=BEGIN, end=END, heading="Retrieval latency")
 
 
 async def run(sizes: Sequence[int], *, queries: int, seed: int, pool: int, keep: Path | None) -> list[StoreFigures]:

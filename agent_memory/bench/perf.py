@@ -107,13 +107,14 @@ def render(figures: IngestFigures, data: Path, batch: int) -> str:
     )
 
 
-def write_docs(section: str, path: Path) -> None:
+def write_docs(section: str, path: Path, *, begin: str = BEGIN, end: str = END, heading: str = "Ingest") -> None:
+    """Replace what lies between the markers (the section includes them), or append it under `heading`."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1]
     else:
-        text = text.rstrip() + "\n\n## Ingest\n\n" + section + "\n"
+        text = text.rstrip() + f"\n\n## {heading}\n\n" + section + "\n"
     path.write_text(text)
 
 

@@ -10,18 +10,18 @@ import sqlite3
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_memory.models import GraphStep, RetrievalGap
 from agent_memory.storage.rows import gap_row, ts
 
 
 class RecallQueries:
-    async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
 
-    def transaction(self) -> AbstractAsyncContextManager[Any]:  # an aiosqlite connection, opened by records.py
-        raise NotImplementedError
+        async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]: ...
+
+        def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     async def keyword_search(self, namespace: str, match: str, *, limit: int) -> list[tuple[str, float]]:
         """FTS5 BM25 over active memories: (memory_id, score) best first; higher score is better."""

@@ -53,3 +53,15 @@ def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "48:37" in out and "TP1334" in out
     assert "top answer to 'Where does she live now?': Other big news: I moved to Porto!" in out
     assert out.strip().endswith("nothing lost.")
+
+
+def test_context_command_prints_a_budgeted_block(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = str(tmp_path / "mem")
+    run(capsys, "--data-dir", data, "ingest", str(ROOT / "data" / "sample_conversation.jsonl"))
+    code, out, _ = run(
+        capsys, "--data-dir", data, "context", "What was her 10k race time?", "--budget", "120", "--explain"
+    )
+    block, explanation = out.split("</memories>\n", 1)
+    assert code == 0 and block.startswith("<memories") and "48:37" in block and "\n## 2026-03-22" in block
+    assert "/120 tokens (chars/4)" in explanation
+    assert " budget" in explanation  # what did not fit is named with its reason

@@ -113,6 +113,59 @@ class ExtractionConfig(_Section):
     max_entities: int = Field(default=12, ge=0)
 
 
+class LLMConfig(_Section):
+    model: str = ""
+    """Any litellm model string ("gpt-4o-mini", "anthropic/claude-3-5-haiku-latest", "ollama/llama3",
+    "openai/<name>" with api_base for a local server). Empty: no LLM, every decision is the offline heuristic."""
+    api_base: str = ""
+    """The server to call, for a local OpenAI-compatible server or Ollama; empty means the provider's default."""
+    api_key: str = ""
+    """The key to send; empty means the provider's usual environment variable (OPENAI_API_KEY, ...)."""
+    timeout: timedelta = timedelta(seconds=20)
+    """How long one call may take before it counts as failed and the heuristic decides instead."""
+    max_retries: int = Field(default=1, ge=0)
+    """Retries after a failed or malformed answer, before falling back to the heuristic."""
+    concurrency: int = Field(default=4, ge=1)
+    """LLM calls in flight at once (one asyncio.Semaphore)."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    batch_size: int = Field(default=1, ge=1, le=64)
+    """Turns judged by one call when process_turns hands over several (bounds cost on bulk ingest)."""
+    score_emotion: bool = False
+    """Ask the LLM for valence and arousal too (in the same call as the save verdict), instead of the lexicon."""
+
+
+class SaveConfig(_Section):
+    save_confidence_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    """A turn is kept when the LLM's confidence (or the heuristic's salience) reaches this."""
+    fast_path_arousal: float = Field(default=0.85, ge=0.0, le=1.0)
+    """A turn this arousing is kept at once, without asking the LLM, and marked fast-path."""
+    fast_path_surprise: float = Field(default=0.8, ge=0.0, le=1.0)
+    """A turn this surprising (unlike anything stored, and unexpected in its session) is kept at once too."""
+    gap_threshold_reduction: float = Field(default=0.7, ge=0.0, le=1.0)
+    """Near an open retrieval gap the threshold is multiplied by this, so what was missed is easier to keep."""
+    gap_similarity: float = Field(default=0.5, ge=-1.0, le=1.0)
+    """A turn whose vector is at least this close (cosine) to an open gap's query is near it; a kept one fills it."""
+    novelty_weight: float = Field(default=0.7, ge=0.0, le=1.0)
+    """Surprise = novelty_weight * (1 - max cosine to stored memories) + the rest * session unexpectedness."""
+    session_window: int = Field(default=3, ge=1)
+    """Session unexpectedness compares a turn with this many turns before it in its session."""
+
+
+class ImageConfig(_Section):
+    enabled: bool = True
+    """Image memory is on when the weights below are on disk (or may be downloaded); off with one message if not."""
+    architecture: str = "ViT-B-32"
+    """An open-clip model architecture."""
+    pretrained: str = ""
+    """An open-clip pretrained tag (e.g. "laion2b_s34b_b79k"), found in the local cache unless allow_download."""
+    checkpoint_path: str = ""
+    """A local open-clip checkpoint file; takes precedence over pretrained."""
+    allow_download: bool = False
+    """Opt-in: let open-clip fetch the pretrained weights from the network on first use."""
+    random_weights: bool = False
+    """Tests and plumbing only: no weights at all, the architecture initialised with a fixed seed (0)."""
+
+
 class Config(_Section):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)  # so the default "~" expands
 
@@ -128,6 +181,9 @@ class Config(_Section):
     retrieval: RetrievalConfig = RetrievalConfig()
     decay: DecayConfig = DecayConfig()
     extraction: ExtractionConfig = ExtractionConfig()
+    llm: LLMConfig = LLMConfig()
+    save: SaveConfig = SaveConfig()
+    image: ImageConfig = ImageConfig()
 
     @field_validator("data_dir", mode="after")
     @classmethod

@@ -3,12 +3,17 @@
 AgentMemoryError
   ConfigError                 bad TOML or environment value; the message names the key
   InvalidInput(ValueError)    input rejected before anything was written
-    EmptyContent, ContentTooLarge, InvalidEncoding, InvalidIdentifier, DuplicateTurn
+    EmptyContent, ContentTooLarge, InvalidEncoding, InvalidIdentifier, DuplicateTurn, InvalidImage
   NotFound(LookupError)       MemoryNotFound, TurnNotFound
   StorageError                an engine failed; __cause__ is the engine's own exception
     CorruptRecord             a log record or row failed its checksum
     StoreLocked               another owner holds the data directory
   ModelError                  the embedder or extractor failed, or returned malformed output
+    ImageMemoryUnavailable    no open-clip weights on disk (and no opt-in to download them)
+  LLMError                    a configured LLM failed; the caller falls back to the heuristic
+    LLMCallFailed             the call itself failed (connection, HTTP error, provider error)
+    LLMTimeout                no answer within llm.timeout
+    LLMBadOutput              an answer that is not the JSON asked for; the message quotes its start
   ClosedError                 used after close()
 """
 
@@ -93,6 +98,32 @@ class StoreLocked(StorageError):
 
 class ModelError(AgentMemoryError):
     """The embedder or extractor failed, or returned malformed output."""
+
+
+class InvalidImage(InvalidInput):
+    def __init__(self, what: str, detail: str) -> None:
+        super().__init__(f"Image {what} cannot be read ({detail}); nothing was written")
+        self.what = what
+
+
+class ImageMemoryUnavailable(ModelError):
+    """Image memory is off: the reason names the missing weights and the setting that would turn it on."""
+
+
+class LLMError(AgentMemoryError):
+    """A configured LLM failed; callers fall back to the offline heuristic and log a warning."""
+
+
+class LLMCallFailed(LLMError):
+    """The call itself failed: connection refused, an HTTP error, a provider error."""
+
+
+class LLMTimeout(LLMError):
+    """No answer within llm.timeout."""
+
+
+class LLMBadOutput(LLMError):
+    """The answer was not the JSON that was asked for, or failed validation; the message quotes its start."""
 
 
 class ClosedError(AgentMemoryError):

@@ -135,6 +135,9 @@ class LLMConfig(_Section):
 
 
 class SaveConfig(_Section):
+    keep_all: bool = False
+    """Keep every turn but a phatic one, without judging it: an archive. Also the baseline the benchmarks compare
+    the save decision with."""
     save_confidence_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     """A turn is kept when the LLM's confidence (or the heuristic's salience) reaches this."""
     fast_path_arousal: float = Field(default=0.85, ge=0.0, le=1.0)

@@ -5,54 +5,53 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from typing import Any, Self
 
+import numpy as np
+
 from agent_memory import doctor
+from agent_memory.cognition.emotion import EmotionScorer, LexiconEmotion
 from agent_memory.cognition.extraction import SimpleExtractor
-from agent_memory.cognition.save_decision import PhaticFilter, SaveDecider
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder, open_projection, open_vectors
 from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNotFound
+from agent_memory.llm.client import LiteLLMClient
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
-    Extraction,
     LogPosition,
     LogRecord,
     Memory,
-    MemoryId,
-    MemoryStatus,
-    SaveDecision,
-    Tier,
     TurnId,
     TurnInput,
     TurnResult,
-    TurnRow,
     new_id,
     utc_now,
 )
+from agent_memory.policy.controller import HeuristicPolicy
 from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.grep import RipgrepJournalSearch
-from agent_memory.storage.journal import JsonlJournal, encode_record
+from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.lock import OwnerLock
 from agent_memory.storage.outbox import TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
-from agent_memory.storage.rows import TurnCommit
 from agent_memory.validation import check_emotion, check_turn, turn_from_mapping
+from agent_memory.write_path import RECENT_VECTORS, WritePath
 
 log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]
 
 
-class MemoryManager(ReadPath):
+class MemoryManager(ReadPath, WritePath):
     """`async with MemoryManager.open(config) as m:`, or `m = MemoryManager(config); await m.initialize()`."""
 
     def __init__(
@@ -61,7 +60,9 @@ class MemoryManager(ReadPath):
         *,
         embedder: Embedder | None = None,
         extractor: SimpleExtractor | None = None,
-        decider: SaveDecider | None = None,
+        emotion: EmotionScorer | None = None,
+        policy: HeuristicPolicy | None = None,
+        llm: LiteLLMClient | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.config = config
@@ -71,7 +72,12 @@ class MemoryManager(ReadPath):
         self.extractor = extractor or SimpleExtractor(
             max_keywords=config.extraction.max_keywords, max_entities=config.extraction.max_entities
         )
-        self.decider: SaveDecider = decider or PhaticFilter()
+        self.emotion: EmotionScorer = emotion or LexiconEmotion()
+        self.policy = policy or HeuristicPolicy(config.save, config.retrieval)
+        self._owns_llm = llm is None
+        self.llm: LiteLLMClient | None = llm or (LiteLLMClient(config.llm) if config.llm.model else None)
+        self._recent: deque[tuple[str, np.ndarray]] = deque(maxlen=RECENT_VECTORS)
+        self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
         self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
         self._stack: AsyncExitStack | None = None
         self._inflight: set[TurnKey] = set()
@@ -114,6 +120,8 @@ class MemoryManager(ReadPath):
             stack.push_async_callback(self.vectors.aclose)
             if self._owns_embedder:
                 stack.push_async_callback(self.embedder.aclose)
+            if self.llm is not None and self._owns_llm:
+                stack.push_async_callback(self.llm.aclose)
             self.projector = Projector(
                 self.records,
                 self.graph,
@@ -228,89 +236,6 @@ class MemoryManager(ReadPath):
         except BaseException:
             self._inflight.difference_update(keys)
             raise
-
-    async def _commit(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> list[TurnResult]:
-        now = self.clock()
-        decisions = [self.decider.decide(r.content, role=r.role.value) for r in records]
-        kept = [r.content for r, d in zip(records, decisions, strict=True) if d.save]
-        embedded = await self._with_previous_turn(records, decisions)
-        vectors, extractions = await asyncio.gather(  # the model and YAKE both run off the event loop
-            self.embedder.embed(embedded), asyncio.to_thread(lambda: [self.extractor.extract(t) for t in kept])
-        )
-        found = iter(zip(vectors, extractions, strict=True))
-        commits, results = [], []
-        for record, position, decision in zip(records, positions, decisions, strict=True):
-            turn = TurnRow(
-                record.turn_id,
-                record.namespace,
-                record.session_id,
-                record.turn_number,
-                record.role,
-                record.at,
-                position,
-                encode_record(record)[1],
-            )
-            memory = embedding = None
-            if decision.save:
-                vector, extraction = next(found)
-                memory = self._memory_for(record, decision, extraction, now)
-                embedding = vector.astype("<f4").tobytes()
-            commits.append(TurnCommit(turn, decision, memory, embedding, self.embedder.name))
-            results.append(
-                TurnResult(record.turn_id, position, decision.save, memory.memory_id if memory else None, decision)
-            )
-        await self.records.commit_turns(commits, now=now)
-        self.projector.notify()
-        return results
-
-    async def _with_previous_turn(self, records: Sequence[LogRecord], decisions: Sequence[SaveDecision]) -> list[str]:
-        """The text embedded for each kept turn: a short turn is embedded after the turn before it in its session,
-        so "It is bright orange" carries what "it" is (measured on LoCoMo's chat turns; long turns stand alone)."""
-        limit = self.config.embedding.with_previous_max_chars
-        previous: dict[tuple[str, str], str] = {}
-        texts = []
-        for record, decision in zip(records, decisions, strict=True):
-            key = (record.namespace, record.session_id)
-            if decision.save:
-                before = previous.get(key)
-                if before is None and len(record.content) <= limit:
-                    before = await self.records.previous_content(
-                        record.namespace, record.session_id, record.turn_number
-                    )
-                short = len(record.content) <= limit and before and len(before) <= limit
-                texts.append(f"{before}\n{record.content}" if short else record.content)
-                previous[key] = record.content
-        return texts
-
-    def _memory_for(self, record: LogRecord, decision: SaveDecision, extraction: Extraction, now: datetime) -> Memory:
-        emotion = record.emotional_context or EmotionalContext()
-        return Memory(
-            memory_id=MemoryId(new_id()),
-            namespace=record.namespace,
-            memory_type=decision.memory_type,
-            content=record.content,
-            keywords=extraction.keywords,
-            entities=extraction.entities,
-            created_at=now,
-            event_at=record.at,
-            last_accessed_at=None,
-            access_count=0,
-            generation=0,
-            tier=Tier.HOT,
-            status=MemoryStatus.ACTIVE,
-            superseded_by=None,
-            valence=emotion.valence,
-            arousal=emotion.arousal,
-            surprise=0.0,
-            importance=decision.importance,
-            confidence=decision.confidence,
-            decay_score=1.0,
-            source_turn_id=record.turn_id,
-            session_id=record.session_id,
-            revision=1,
-            turn_number=record.turn_number,
-            role=record.role,
-        )
 
     async def _recover_unindexed_turns(self) -> None:
         """Turns that reached the log but not SQLite (a crash in between) are processed now: the log is truth."""

@@ -143,6 +143,10 @@ class SaveDecision:
     confidence: float = 1.0
     importance: float = 0.5
     features: Mapping[str, float] = field(default_factory=dict)
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    """What the decision saw besides its features: the emotion and its source, the threshold, a nearby gap, the
+    LLM and its failure. Logged with the decision for outcome assessment and policy export."""
+    policy: str = ""
 
 
 @dataclass(frozen=True, slots=True)

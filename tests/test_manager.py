@@ -40,10 +40,11 @@ async def ingest(manager: MemoryManager, lines: list[str], session: str = "s1") 
     return await manager.process_turns(turns)
 
 
-async def test_process_turn_logs_then_keeps_or_skips(manager: MemoryManager) -> None:
+async def test_process_turn_logs_then_keeps_or_skips(judging: MemoryManager) -> None:
+    manager = judging
     kept = await manager.process_turn("s1", 0, "Ines lands at Lisbon airport on flight TP1334.", at=T0)
     skipped = await manager.process_turn("s1", 1, "ok thanks!", at=T0)
-    assert kept.saved and kept.memory_id and "kept" in kept.reason
+    assert kept.saved and kept.memory_id and "salience" in kept.reason and "names" in kept.reason
     assert not skipped.saved and skipped.memory_id is None and "phatic" in skipped.reason
     memory = await manager.get(kept.memory_id)
     assert memory.content.startswith("Ines lands") and memory.event_at == T0

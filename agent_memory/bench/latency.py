@@ -302,7 +302,7 @@ async def bench_size(
     """Build a store of `size` turns in `root` (or reuse the finished build of the same corpus there) and time it.
 
     `embedder` embeds the pool and the questions; None means the real one the configuration names."""
-    config = load_config(environ={}, data_dir=str(root), journal__fsync="never")
+    config = load_config(environ={}, data_dir=str(root), journal__fsync="never", save__keep_all=True)
     bases = make_bases(pool, random.Random(f"bases-{seed}"))
     turns = make_turns(size, bases, random.Random(f"turns-{seed}-{size}"))
     questions = make_queries(turns, queries, random.Random(f"queries-{seed}-{size}"))

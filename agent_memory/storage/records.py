@@ -97,6 +97,24 @@ class SqliteRecords(RecallQueries):
         )
         return str(rows[0][0]) if rows else None
 
+    async def previous_turn(self, namespace: str, session_id: str, turn_number: int) -> TurnRow | None:
+        """The turn logged just before `turn_number` in its session, kept or not."""
+        rows = await self._fetch(
+            "SELECT turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, checksum "
+            "FROM turns WHERE namespace = ? AND session_id = ? AND turn_number < ? ORDER BY turn_number DESC LIMIT 1",
+            (namespace, session_id, turn_number),
+        )
+        return turn_row(rows[0]) if rows else None
+
+    async def session_vectors(self, namespace: str, session_id: str, turn_number: int, limit: int) -> list[bytes]:
+        """The stored vectors of the `limit` memories just before `turn_number` in its session, nearest first."""
+        rows = await self._fetch(
+            "SELECT embedding FROM memories WHERE namespace = ? AND session_id = ? AND turn_number < ? "
+            "AND generation = 0 AND embedding IS NOT NULL ORDER BY turn_number DESC LIMIT ?",
+            (namespace, session_id, turn_number, limit),
+        )
+        return [bytes(r[0]) for r in rows]
+
     async def turn_keys(self, namespace: str) -> set[tuple[str, int]]:
         """(session id, turn number) of every turn logged in `namespace`."""
         rows = await self._fetch("SELECT session_id, turn_number FROM turns WHERE namespace = ?", (namespace,))
@@ -344,7 +362,7 @@ async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: dateti
         )
     await db.execute(
         "INSERT INTO save_decisions (turn_id, memory_id, decided_at, path, save, memory_type, confidence, "
-        "importance, reason, features) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "importance, reason, features, inputs, policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             turn.turn_id,
             memory.memory_id if memory else None,
@@ -356,8 +374,15 @@ async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: dateti
             decision.importance,
             decision.reason,
             json.dumps(dict(decision.features), sort_keys=True),
+            json.dumps(dict(decision.inputs), sort_keys=True, default=str),
+            decision.policy,
         ),
     )
+    if commit.fills_gap and memory is not None:
+        await db.execute(
+            "UPDATE retrieval_gaps SET closed_at = ?, closed_by = ? WHERE gap_id = ? AND closed_at IS NULL",
+            (ts(now), memory.memory_id, commit.fills_gap),
+        )
 
 
 async def _insert_memory(db: aiosqlite.Connection, m: Memory, commit: TurnCommit, turn_number: int) -> None:

@@ -40,6 +40,8 @@ class TurnCommit:
     memory: Memory | None = None
     embedding: bytes | None = None
     embedding_model: str = ""
+    fills_gap: str | None = None
+    """An open retrieval gap this memory fills: closed in the same transaction."""
 
 
 def migrations() -> list[tuple[int, str, str]]:

@@ -1,0 +1,389 @@
+"""MemoryManager's write path after the log: judge each turn, then commit the turns, memories and decisions.
+
+A mixin of `MemoryManager` (manager.py), like read_path.py. For each turn: its emotion (the caller's, else the
+lexicon's or the LLM's), its text features, its vector, how new it is against the store and how unexpected in its
+session, and whether it is near an open retrieval gap. The policy controller decides; the LLM, when one is
+configured, is asked only about turns the fast path and the phatic rule leave open, and any failure of it falls
+back to the heuristic. Everything the decision saw is logged beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from agent_memory.cognition.emotion import EmotionScorer
+from agent_memory.cognition.extraction import SimpleExtractor
+from agent_memory.cognition.salience import TextFeatures, text_features
+from agent_memory.cognition.save_decision import is_phatic
+from agent_memory.config import Config
+from agent_memory.embeddings.text import Embedder
+from agent_memory.errors import LLMError
+from agent_memory.llm.client import LiteLLMClient
+from agent_memory.llm.prompts import JudgedTurn, judge_turns
+from agent_memory.models import (
+    DecisionPath,
+    EmotionalContext,
+    Extraction,
+    LogPosition,
+    LogRecord,
+    Memory,
+    MemoryId,
+    MemoryStatus,
+    MemoryType,
+    SaveDecision,
+    Tier,
+    TurnResult,
+    TurnRow,
+    new_id,
+)
+from agent_memory.policy.controller import HeuristicPolicy, TurnSignals, Verdict, surprise_of
+from agent_memory.storage.base import VectorStore
+from agent_memory.storage.journal import JsonlJournal, encode_record
+from agent_memory.storage.outbox import TEXT, Projector
+from agent_memory.storage.records import SqliteRecords
+from agent_memory.storage.rows import TurnCommit
+
+log = logging.getLogger(__name__)
+RECENT_VECTORS = 1024
+"""Vectors of the latest memories, compared directly: the projector may not have put them in Qdrant yet."""
+LAST_TURNS = 10_000
+"""Sessions whose last turn is cached (cleared when full; a miss reads the log)."""
+UNKNOWN_NOVELTY = 0.5
+"""Novelty in an empty namespace: with nothing remembered there is nothing to be surprised against, so the first
+turns of a new user are neither novel nor familiar (they would otherwise all take the fast path)."""
+
+
+@dataclass(slots=True)
+class Draft:
+    """One turn on its way through the decision."""
+
+    record: LogRecord
+    text: TextFeatures
+    phatic: bool
+    emotion: EmotionalContext
+    emotion_source: str
+    vector: np.ndarray | None = None
+    signals: TurnSignals | None = None
+    previous: str | None = None
+    """What was said just before this turn in its session (kept or not)."""
+
+
+class WritePath:
+    config: Config
+    clock: Callable[[], datetime]
+    embedder: Embedder
+    extractor: SimpleExtractor
+    emotion: EmotionScorer
+    policy: HeuristicPolicy
+    llm: LiteLLMClient | None
+    records: SqliteRecords
+    vectors: VectorStore
+    projector: Projector
+    _recent: deque[tuple[str, np.ndarray]]
+    _last_turn: dict[tuple[str, str], tuple[int, str]]
+    journal: JsonlJournal
+
+    async def _commit(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> list[TurnResult]:
+        now = self.clock()
+        drafts = await asyncio.to_thread(lambda: [self._draft(r) for r in records])
+        await self._previous_turns(drafts)
+        open_drafts = [d for d in drafts if not d.phatic]
+        texts = await self._embedding_texts(drafts)
+        vectors, extractions = await asyncio.gather(  # the model and YAKE both run off the event loop
+            self.embedder.embed(texts),
+            asyncio.to_thread(lambda: [self.extractor.extract(d.record.content) for d in open_drafts]),
+        )
+        for draft, vector in zip(open_drafts, vectors, strict=True):
+            draft.vector = vector
+        await self._gather_signals(drafts, now)
+        decisions = await self._decide(drafts)
+        found = dict(zip((id(d) for d in open_drafts), extractions, strict=True))
+        commits, results = [], []
+        for draft, position, decision in zip(drafts, positions, decisions, strict=True):
+            commit = self._turn_commit(draft, position, decision, found.get(id(draft)), now)
+            commits.append(commit)
+            memory_id = commit.memory.memory_id if commit.memory else None
+            results.append(TurnResult(draft.record.turn_id, position, decision.save, memory_id, decision))
+        await self.records.commit_turns(commits, now=now)
+        self._recent.extend(
+            (d.record.namespace, d.vector)
+            for d, c in zip(drafts, commits, strict=True)
+            if c.memory and d.vector is not None
+        )
+        self.projector.notify()
+        return results
+
+    def _draft(self, record: LogRecord) -> Draft:
+        """What the text alone says: its features, whether it is phatic, its emotion (the caller's wins)."""
+        given = record.emotional_context
+        emotion, source = (given, "caller") if given is not None else (self.emotion.score(record.content), "lexicon")
+        return Draft(record, text_features(record.content), is_phatic(record.content), emotion, source)
+
+    async def _previous_turns(self, drafts: Sequence[Draft]) -> None:
+        """Each turn's predecessor in its session: from this batch, the manager's cache of each session's last
+        turn, or else the log (read through the turns table: the predecessor may not have been kept)."""
+        for draft in drafts:
+            record = draft.record
+            key = (record.namespace, record.session_id)
+            cached = self._last_turn.get(key)
+            if cached is not None and cached[0] < record.turn_number:
+                draft.previous = cached[1]
+            else:
+                row = await self.records.previous_turn(record.namespace, record.session_id, record.turn_number)
+                draft.previous = (await self.journal.read(row.position)).content if row else None
+            if len(self._last_turn) >= LAST_TURNS:
+                self._last_turn.clear()
+            self._last_turn[key] = (record.turn_number, record.content)
+
+    async def _embedding_texts(self, drafts: Sequence[Draft]) -> list[str]:
+        """The text embedded for each turn still open: a short turn is embedded after the turn before it in its
+        session, so "It is bright orange" carries what "it" is (measured on LoCoMo's chat turns; long turns stand
+        alone)."""
+        limit = self.config.embedding.with_previous_max_chars
+        previous: dict[tuple[str, str], str] = {}
+        texts = []
+        for draft in drafts:
+            record = draft.record
+            if draft.phatic:
+                continue
+            key = (record.namespace, record.session_id)
+            before = previous.get(key)
+            if before is None and len(record.content) <= limit:
+                before = await self.records.previous_content(record.namespace, record.session_id, record.turn_number)
+            short = len(record.content) <= limit and before and len(before) <= limit
+            texts.append(f"{before}\n{record.content}" if short else record.content)
+            previous[key] = record.content
+        return texts
+
+    # ----- signals: novelty, session surprise, gaps --------------------------------------------------
+
+    async def _gather_signals(self, drafts: Sequence[Draft], now: datetime) -> None:
+        settings = self.config.save
+        gaps: dict[str, list[tuple[str, np.ndarray]]] = {}
+        batch: list[Draft] = []
+        for draft in drafts:
+            record = draft.record
+            novelty = session = 0.0
+            gap_id = None
+            if draft.vector is not None:
+                nearest = await self._nearest_stored(draft, batch)
+                novelty = UNKNOWN_NOVELTY if nearest is None else 1.0 - max(0.0, nearest)
+                session = await self._session_surprise(draft, batch)
+                if record.namespace not in gaps:
+                    gaps[record.namespace] = await self._open_gap_vectors(record.namespace, now)
+                gap_id = _near_gap(draft.vector, gaps[record.namespace], settings.gap_similarity)
+                batch.append(draft)
+            surprise = surprise_of(novelty, session, novelty_weight=settings.novelty_weight)
+            draft.signals = TurnSignals(
+                draft.text,
+                record.role,
+                draft.phatic,
+                draft.emotion.valence,
+                draft.emotion.arousal,
+                draft.emotion_source,
+                novelty,
+                session,
+                surprise,
+                gap_id,
+                _asks(draft.previous),
+            )
+
+    async def _nearest_stored(self, draft: Draft, batch: Sequence[Draft]) -> float | None:
+        """The best cosine between this turn and anything already remembered (or said earlier in this batch);
+        None in an empty namespace."""
+        assert draft.vector is not None
+        namespace = draft.record.namespace
+        hits = await self.vectors.search(TEXT, draft.vector.tolist(), limit=1, where={"namespace": namespace})
+        best = hits[0].score if hits else None
+        recent = [v for ns, v in self._recent if ns == namespace] + [
+            d.vector for d in batch if d.record.namespace == namespace and d.vector is not None
+        ]
+        if recent:
+            closest = float(np.max(np.stack(recent) @ draft.vector))
+            best = closest if best is None else max(best, closest)
+        return best
+
+    async def _session_surprise(self, draft: Draft, batch: Sequence[Draft]) -> float:
+        """1 - the mean cosine to the turns just before it in its session; 0.5 when it opens the session."""
+        assert draft.vector is not None
+        record, window = draft.record, self.config.save.session_window
+        before = [
+            d.vector
+            for d in batch
+            if (d.record.namespace, d.record.session_id) == (record.namespace, record.session_id)
+            and d.vector is not None
+        ][-window:]
+        if len(before) < window:
+            stored = await self.records.session_vectors(
+                record.namespace, record.session_id, record.turn_number, window - len(before)
+            )
+            before = [np.frombuffer(b, dtype="<f4") for b in stored] + before
+        if not before:
+            return 0.5
+        return float(np.clip(1.0 - np.mean(np.stack(before) @ draft.vector), 0.0, 1.0))
+
+    async def _open_gap_vectors(self, namespace: str, now: datetime) -> list[tuple[str, np.ndarray]]:
+        found = await self.records.open_gaps(namespace, now=now)
+        return [(gap.gap_id, np.frombuffer(vector, dtype="<f4")) for gap, vector in found if vector is not None]
+
+    # ----- the decision ------------------------------------------------------------------------------
+
+    async def _decide(self, drafts: Sequence[Draft]) -> list[SaveDecision]:
+        if self.config.save.keep_all:
+            return [self._keep_all(d) for d in drafts]
+        asked = [d for d in drafts if d.signals and not d.phatic and self.policy.fast_path(d.signals) is None]
+        verdicts, failures = await self._ask_llm(asked)
+        decisions = []
+        for draft in drafts:
+            assert draft.signals is not None
+            verdict, failure = verdicts.get(id(draft)), failures.get(id(draft))
+            decision = self.policy.should_save(draft.signals, verdict, llm_failure=failure)
+            decisions.append(replace(decision, inputs=self._inputs(draft, failure), policy=self.policy.version))
+        return decisions
+
+    def _keep_all(self, draft: Draft) -> SaveDecision:
+        assert draft.signals is not None
+        if draft.phatic:
+            return self.policy.should_save(draft.signals)
+        reason = "kept: save.keep_all is on (an archive: every turn but a phatic one)"
+        features = draft.signals.features()
+        return SaveDecision(
+            True,
+            reason,
+            DecisionPath.RULE,
+            MemoryType.EPISODIC,
+            1.0,
+            0.5,
+            features,
+            self._inputs(draft, None),
+            "keep-all",
+        )
+
+    async def _ask_llm(self, drafts: Sequence[Draft]) -> tuple[dict[int, Verdict], dict[int, str]]:
+        """One call per llm.batch_size turns, all in flight together (the client's semaphore bounds them)."""
+        if self.llm is None or not drafts:
+            return {}, {}
+        size = self.config.llm.batch_size
+        groups = [drafts[i : i + size] for i in range(0, len(drafts), size)]
+        answers = await asyncio.gather(*(self._judge(group) for group in groups))
+        verdicts: dict[int, Verdict] = {}
+        failures: dict[int, str] = {}
+        for group, answer in zip(groups, answers, strict=True):
+            for draft, outcome in zip(group, answer, strict=True):
+                if isinstance(outcome, Verdict):
+                    verdicts[id(draft)] = outcome
+                else:
+                    failures[id(draft)] = outcome
+        return verdicts, failures
+
+    async def _judge(self, group: Sequence[Draft]) -> list[Verdict | str]:
+        assert self.llm is not None
+        with_emotion = self.config.llm.score_emotion
+        turns = [
+            JudgedTurn(d.record.role.value, d.record.content, d.record.session_id, d.record.at, None) for d in group
+        ]
+        try:
+            answers = await judge_turns(self.llm, turns, with_emotion=with_emotion)
+        except LLMError as exc:
+            log.warning("LLM save decision failed, the heuristic decides instead: %s", exc)
+            return [str(exc)[:300]] * len(group)
+        out: list[Verdict | str] = []
+        for draft, answer in zip(group, answers, strict=True):
+            if (
+                with_emotion
+                and draft.emotion_source != "caller"
+                and answer.valence is not None
+                and answer.arousal is not None
+            ):
+                draft.emotion, draft.emotion_source = EmotionalContext(answer.valence, answer.arousal), "llm"
+            kind = MemoryType(answer.memory_type)
+            out.append(Verdict(answer.save, answer.confidence, kind, answer.importance, answer.reason, self.llm.model))
+        return out
+
+    def _inputs(self, draft: Draft, failure: str | None) -> dict[str, Any]:
+        assert draft.signals is not None
+        inputs: dict[str, Any] = {
+            "emotion": {**draft.emotion.as_dict(), "source": draft.emotion_source},
+            "threshold": round(self.policy.threshold(draft.signals), 4),
+            "gap_id": draft.signals.gap_id,
+            "llm": self.llm.model if self.llm is not None else None,
+        }
+        if failure:
+            inputs["llm_failure"] = failure
+        return inputs
+
+    # ----- rows --------------------------------------------------------------------------------------
+
+    def _turn_commit(
+        self, draft: Draft, position: LogPosition, decision: SaveDecision, extraction: Extraction | None, now: datetime
+    ) -> TurnCommit:
+        record = draft.record
+        turn = TurnRow(
+            record.turn_id,
+            record.namespace,
+            record.session_id,
+            record.turn_number,
+            record.role,
+            record.at,
+            position,
+            encode_record(record)[1],
+        )
+        if not decision.save or draft.vector is None:
+            return TurnCommit(turn, decision)
+        memory = self._memory_for(draft, decision, extraction or Extraction((), ()), now)
+        embedding = draft.vector.astype("<f4").tobytes()
+        gap = draft.signals.gap_id if draft.signals else None
+        return TurnCommit(turn, decision, memory, embedding, self.embedder.name, fills_gap=gap)
+
+    def _memory_for(self, draft: Draft, decision: SaveDecision, extraction: Extraction, now: datetime) -> Memory:
+        record = draft.record
+        return Memory(
+            memory_id=MemoryId(new_id()),
+            namespace=record.namespace,
+            memory_type=decision.memory_type,
+            content=record.content,
+            keywords=extraction.keywords,
+            entities=extraction.entities,
+            created_at=now,
+            event_at=record.at,
+            last_accessed_at=None,
+            access_count=0,
+            generation=0,
+            tier=Tier.HOT,
+            status=MemoryStatus.ACTIVE,
+            superseded_by=None,
+            valence=draft.emotion.valence,
+            arousal=draft.emotion.arousal,
+            surprise=round(draft.signals.surprise, 4) if draft.signals else 0.0,
+            importance=decision.importance,
+            confidence=decision.confidence,
+            decay_score=1.0,
+            source_turn_id=record.turn_id,
+            session_id=record.session_id,
+            revision=1,
+            turn_number=record.turn_number,
+            role=record.role,
+        )
+
+
+def _asks(text: str | None) -> bool:
+    """Whether a turn ends by asking something (a question mark in its last sentence or so)."""
+    return text is not None and "?" in text[-80:]
+
+
+def _near_gap(vector: np.ndarray, gaps: Sequence[tuple[str, np.ndarray]], floor: float) -> str | None:
+    """The open gap this vector is closest to, if it is at least `floor` close."""
+    best_id, best = None, floor
+    for gap_id, gap_vector in gaps:
+        score = float(gap_vector @ vector)
+        if score >= best:
+            best_id, best = gap_id, score
+    return best_id

@@ -1,0 +1,278 @@
+"""The save decision on the real engines: emotion, surprise, the fast path, the heuristic, retrieval gaps, the
+decision log. The LLM paths are in test_llm_decision.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent_memory import MemoryManager, TurnInput
+from agent_memory.cognition.emotion import ArousalCues, LexiconEmotion
+from agent_memory.cognition.salience import text_features
+from agent_memory.cognition.save_decision import is_phatic
+from agent_memory.config import Config, DecayConfig, RetrievalConfig, SaveConfig
+from agent_memory.embeddings.text import Embedder
+from agent_memory.models import DecisionPath, MemoryType, Role
+from agent_memory.policy.controller import HeuristicPolicy, TurnSignals, surprise_of
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+LABELS = Path(__file__).parent / "data" / "save_labels.jsonl"
+
+
+def signals(text: str, *, role: Role = Role.USER, novelty: float = 0.5, gap: str | None = None) -> TurnSignals:
+    emotion = LexiconEmotion().score(text)
+    surprise = surprise_of(novelty, 0.5, novelty_weight=0.7)
+    return TurnSignals(
+        text_features(text),
+        role,
+        is_phatic(text),
+        emotion.valence,
+        emotion.arousal,
+        "lexicon",
+        novelty,
+        0.5,
+        surprise,
+        gap,
+    )
+
+
+async def decision_row(manager: MemoryManager, turn_id: str) -> dict:
+    rows = await manager.records._fetch(
+        "SELECT path, save, features, inputs, policy, memory_id FROM save_decisions WHERE turn_id = ?", (turn_id,)
+    )
+    path, save, features, inputs, policy, memory_id = rows[0]
+    return {
+        "path": path,
+        "save": bool(save),
+        "features": json.loads(features),
+        "inputs": json.loads(inputs),
+        "policy": policy,
+        "memory_id": memory_id,
+    }
+
+
+# ----- emotion -------------------------------------------------------------------------------------------
+
+
+def test_the_lexicon_scorer_reads_valence_and_shouting() -> None:
+    scorer = LexiconEmotion()
+    calm, happy, sad = (
+        scorer.score(t) for t in ("I went to the store.", "I love this, it is wonderful", "My dog died.")
+    )
+    assert calm.valence == 0.0 and calm.arousal == pytest.approx(LexiconEmotion.baseline_arousal)
+    assert happy.valence > 0.5 and sad.valence < -0.3
+    loud = scorer.score("I GOT THE JOB!!! SO happy")
+    assert loud.arousal > scorer.score("I got the job. so happy").arousal + 0.2
+    assert ArousalCues.of("sooo good!!! REALLY").stretched == 1 and ArousalCues.of("I am OK").capitals == 0
+    assert scorer.score("I went to the store.") == calm  # deterministic
+
+
+async def test_the_callers_emotion_wins_and_is_recorded(judging: MemoryManager) -> None:
+    given = await judging.process_turn(
+        "s1",
+        0,
+        "Marta told me the Lisbon office is closing in May.",
+        at=T0,
+        emotional_context={"valence": -0.9, "arousal": 0.6},
+    )
+    scored = await judging.process_turn("s1", 1, "I absolutely love the new Lisbon office, it is wonderful!", at=T0)
+    memory = await judging.get(given.memory_id)
+    assert (memory.valence, memory.arousal) == (-0.9, 0.6)
+    assert (await decision_row(judging, given.turn_id))["inputs"]["emotion"]["source"] == "caller"
+    row = await decision_row(judging, scored.turn_id)
+    assert row["inputs"]["emotion"]["source"] == "lexicon" and row["inputs"]["emotion"]["valence"] > 0.5
+    assert (await judging.get(scored.memory_id)).valence == row["inputs"]["emotion"]["valence"]
+
+
+# ----- surprise and the fast path ------------------------------------------------------------------------
+
+
+async def test_novelty_is_low_for_a_repeat_and_high_for_a_new_topic(judging: MemoryManager) -> None:
+    first = await judging.process_turn("s1", 0, "My sister Ines is visiting Lisbon on March 14 with her kids.", at=T0)
+    again = await judging.process_turn("s2", 0, "Ines, my sister, visits Lisbon on March 14 with her kids.", at=T0)
+    other = await judging.process_turn("s3", 0, "The quarterly tax filing for Fernwood GmbH is due on April 30.", at=T0)
+    assert first.decision.features["novelty"] == pytest.approx(0.5)  # an empty namespace: nothing to compare with
+    assert again.decision.features["novelty"] < 0.15 < other.decision.features["novelty"]
+    stored = await judging.get(other.memory_id)
+    assert stored.surprise == pytest.approx(other.decision.features["surprise"], abs=1e-4)
+
+
+async def test_an_arousing_turn_takes_the_fast_path_and_is_marked(judging: MemoryManager) -> None:
+    result = await judging.process_turn("s1", 0, "ok", at=T0, emotional_context={"valence": 0.9, "arousal": 0.95})
+    assert not result.saved  # phatic beats everything
+    result = await judging.process_turn("s1", 1, "we did it", at=T0, emotional_context={"valence": 0.9, "arousal": 0.9})
+    assert result.saved and result.decision.path is DecisionPath.FAST and "arousal 0.90" in result.reason
+    flag = await judging.records._fetch("SELECT fast_path FROM memories WHERE memory_id = ?", (result.memory_id,))
+    assert flag[0][0] == 1
+
+
+async def test_a_surprising_turn_takes_the_fast_path(judging_config: Config, embedder: Embedder) -> None:
+    strict = judging_config.model_copy(update={"save": SaveConfig(fast_path_surprise=0.6)})
+    async with MemoryManager.open(strict, embedder=embedder) as manager:
+        await manager.process_turns(
+            [
+                TurnInput("s1", i, f"We talked about the garden: tomatoes, basil and {x}.", at=T0)
+                for i, x in enumerate(["mint", "chives", "thyme"])
+            ]
+        )
+        same = await manager.process_turn("s1", 3, "The garden also has tomatoes and basil and parsley.", at=T0)
+        odd = await manager.process_turn(  # a new session: a short turn is embedded with the one before it
+            "s2", 0, "Quantum annealers factor RSA keys with superconducting qubits.", at=T0
+        )
+    assert same.decision.path is DecisionPath.HEURISTIC and same.decision.features["surprise"] < 0.6
+    assert odd.saved and odd.decision.path is DecisionPath.FAST and "surprise" in odd.reason
+
+
+# ----- the heuristic -------------------------------------------------------------------------------------
+
+
+def test_the_heuristic_keeps_information_and_drops_reactions() -> None:
+    policy = HeuristicPolicy(SaveConfig(), RetrievalConfig())
+    keep = [
+        "I'm allergic to penicillin, it gave me hives in 2019.",
+        "My daughter Lena starts school at Riverside Elementary on September 4th.",
+        "I prefer aisle seats on long flights.",
+    ]
+    drop = ["That's so awesome, congrats!", "What do you think?", "Haha yeah totally, sounds fun."]
+    for text in keep:
+        assert policy.should_save(signals(text)).save, text
+    for text in drop:
+        assert not policy.should_save(signals(text)).save, text
+
+
+def test_memory_types_follow_what_the_turn_says() -> None:
+    policy = HeuristicPolicy(SaveConfig(), RetrievalConfig())
+    cases = {
+        "I really love spicy Thai food, the hotter the better.": MemoryType.PREFERENCE,
+        "Always run `make lint` before you push to the main branch.": MemoryType.PROCEDURAL,
+        "I work as a nurse at St. Mary's hospital in Leeds.": MemoryType.SEMANTIC,
+        "Yesterday I finally visited the Louvre with my brother Paul.": MemoryType.EPISODIC,
+    }
+    for text, kind in cases.items():
+        decision = policy.should_save(signals(text))
+        assert decision.save and decision.memory_type is kind, (text, decision)
+        assert 0.0 < decision.importance <= 1.0 and 0.0 < decision.confidence <= 1.0
+
+
+def test_agreement_with_the_labelled_set() -> None:
+    """160 hand-labelled turns (tests/data/save_labels.md), labelled by a rubric without looking at the heuristic."""
+    policy = HeuristicPolicy(SaveConfig(), RetrievalConfig())
+    labelled = [json.loads(line) for line in LABELS.read_text().splitlines() if line.strip()]
+    assert len(labelled) >= 60
+    role = {"user": Role.USER, "assistant": Role.ASSISTANT}
+    agree = sum(policy.should_save(signals(x["content"], role=role[x["role"]])).save == x["save"] for x in labelled)
+    assert agree / len(labelled) >= 0.80
+
+
+def test_hard_constraints_protect_fast_path_originals() -> None:
+    from agent_memory.models import Memory, MemoryId, MemoryStatus, Tier, TurnId
+
+    policy = HeuristicPolicy(SaveConfig(), RetrievalConfig())
+    old = T0 - timedelta(days=60)
+    memory = Memory(
+        MemoryId("m1"),
+        "default",
+        MemoryType.EPISODIC,
+        "x",
+        (),
+        (),
+        old,
+        old,
+        None,
+        0,
+        0,
+        Tier.HOT,
+        MemoryStatus.ACTIVE,
+        None,
+        0.0,
+        0.1,
+        0.1,
+        0.2,
+        0.9,
+        1.0,
+        TurnId("t1"),
+        "s1",
+        1,
+        0,
+        Role.USER,
+    )
+    assert not policy.may_compact(memory, fast_path=True)
+    assert policy.compaction_priority(memory, fast_path=True, now=T0, decay=DecayConfig()) == 0.0
+    faded = policy.compaction_priority(memory, fast_path=False, now=T0, decay=DecayConfig())
+    fresh = policy.compaction_priority(memory, fast_path=False, now=old + timedelta(hours=1), decay=DecayConfig())
+    assert faded > fresh >= 0.0
+    assert policy.retrieval_config(budget_tokens=8192)["candidate_limit"] == 128
+    assert policy.retrieval_config(budget_tokens=512)["candidate_limit"] == 50
+
+
+# ----- retrieval gaps ------------------------------------------------------------------------------------
+
+
+async def test_a_turn_near_an_open_gap_gets_a_lower_bar_and_fills_it(judging: MemoryManager) -> None:
+    await judging.process_turn("s1", 0, "I booked the Lisbon flights for the conference in May.", at=T0)
+    await judging.retrieve("When is my dentist appointment?")
+    [gap] = await judging.open_gaps()
+    far = await judging.process_turn("s1", 1, "The conference hotel is near the river.", at=T0)
+    near = await judging.process_turn("s1", 2, "dentist appointment moved to next Tuesday", at=T0)
+    assert far.decision.inputs["gap_id"] is None and far.decision.inputs["threshold"] == 0.5
+    assert near.decision.inputs["gap_id"] == gap.gap_id and near.decision.inputs["threshold"] == pytest.approx(0.35)
+    assert near.saved and await judging.open_gaps() == []
+    closed = await judging.records._fetch("SELECT closed_by FROM retrieval_gaps WHERE gap_id = ?", (gap.gap_id,))
+    assert closed[0][0] == near.memory_id
+
+
+def test_the_gap_reduction_can_turn_a_drop_into_a_keep() -> None:
+    policy = HeuristicPolicy(SaveConfig(), RetrievalConfig())
+    text = "dentist is near the station"
+    alone, near = policy.should_save(signals(text)), policy.should_save(signals(text, gap="g1"))
+    assert alone.confidence == near.confidence and 0.35 <= near.confidence < 0.5
+    assert not alone.save and near.save
+
+
+async def test_an_expired_gap_is_ignored(judging_config: Config, embedder: Embedder) -> None:
+    clock = [T0]
+    async with MemoryManager.open(judging_config, embedder=embedder, clock=lambda: clock[0]) as manager:
+        await manager.retrieve("When is my dentist appointment?")
+        clock[0] = T0 + manager.config.retrieval.gap_ttl + timedelta(minutes=1)
+        late = await manager.process_turn("s1", 0, "dentist appointment moved to next Tuesday", at=clock[0])
+    assert late.decision.inputs["gap_id"] is None
+
+
+# ----- the decision log and keep_all ---------------------------------------------------------------------
+
+
+async def test_every_decision_is_logged_with_features_inputs_and_policy(judging: MemoryManager) -> None:
+    results = await judging.process_turns(
+        [
+            TurnInput("s1", i, t, at=T0)
+            for i, t in enumerate(["thanks!", "My cat Milo is 14 and diabetic.", "wow that sounds amazing, congrats"])
+        ]
+    )
+    rows = [await decision_row(judging, r.turn_id) for r in results]
+    assert [r["path"] for r in rows] == ["rule", "heuristic", "heuristic"]
+    assert [r["save"] for r in rows] == [False, True, False]
+    assert rows[1]["memory_id"] == results[1].memory_id and rows[0]["memory_id"] is None
+    assert (
+        rows[1]["policy"] == "heuristic-v1"
+        and rows[1]["features"]["names"] >= 1
+        and rows[1]["features"]["numbers"] == 1
+    )
+    assert set(rows[1]["inputs"]) >= {"emotion", "threshold", "gap_id", "llm"} and rows[1]["inputs"]["llm"] is None
+    for result in results:  # nothing is lost: every turn is in the log, saved or not
+        assert (await judging.read_turn(result.turn_id)).content
+
+
+async def test_keep_all_keeps_every_turn_but_a_phatic_one(judging_config: Config, embedder: Embedder) -> None:
+    archive = judging_config.model_copy(update={"save": SaveConfig(keep_all=True)})
+    async with MemoryManager.open(archive, embedder=embedder) as manager:
+        results = await manager.process_turns(
+            [
+                TurnInput("s1", i, t, at=T0)
+                for i, t in enumerate(["ok", "wow that sounds amazing", "hmm, what do you think?"])
+            ]
+        )
+    assert [r.saved for r in results] == [False, True, True]
+    assert results[1].decision.policy == "keep-all"

@@ -221,6 +221,7 @@ async def run_bench(
         "ingest_seconds": round(seconds, 2),
         "token_counter": manager.token_counter.name,
         "retrieval_config": base.model_dump(mode="json"),
+        "save": await _saved(manager),
     }
     scores, latencies = await ask(manager, questions, budgets=budgets, dump=dump)
     report["query_ms"] = {"p50": round(statistics.median(latencies), 1), "mean": round(statistics.fmean(latencies), 1)}
@@ -237,12 +238,21 @@ async def run_bench(
     return report
 
 
+async def _saved(manager: MemoryManager) -> dict[str, Any]:
+    """How the turns were judged, and the share kept: only kept turns are memories, so only they can be found."""
+    counts = await manager.records.counts()
+    policy = "keep-all" if manager.config.save.keep_all else manager.policy.version
+    kept = counts["memories"] / counts["turns"] if counts["turns"] else 0.0
+    return {"policy": policy, "llm": manager.config.llm.model or None, "kept_share": round(kept, 4)}
+
+
 def format_report(report: dict[str, Any]) -> str:
     """A plain-text table: recall per category and pooled, per budget."""
     lines = [
         f"{report['dataset']}: {report['questions']} questions, {report['turns']} turns, "
         f"ingest {report['ingest_seconds']} s, query p50 {report['query_ms']['p50']} ms, "
-        f"tokens by {report['token_counter']}"
+        f"tokens by {report['token_counter']}, saved by {report['save']['policy']}: "
+        f"{report['save']['kept_share']:.1%} of turns kept"
     ]
     for budget, summary in report["budgets"].items():
         pooled = summary["pooled"]

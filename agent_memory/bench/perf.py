@@ -19,11 +19,12 @@ from itertools import islice
 from pathlib import Path
 
 from agent_memory.bench.datasets import READERS
-from agent_memory.config import load_config
+from agent_memory.config import LLMConfig, load_config
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 
 BEGIN, END = "<!-- bench-ingest:begin -->", "<!-- bench-ingest:end -->"
+LLM_BEGIN, LLM_END = "<!-- bench-ingest-llm:begin -->", "<!-- bench-ingest-llm:end -->"
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class IngestFigures:
     bulk_seconds: float
     saved_share: float
     fsync: str
+    llm: str = ""
 
     @property
     def bulk_rate(self) -> float:
@@ -48,11 +50,15 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
-async def measure(turns: list[TurnInput], *, single: int, batch: int, fsync: str) -> IngestFigures:
+async def measure(
+    turns: list[TurnInput], *, single: int, batch: int, fsync: str, llm: LLMConfig | None = None
+) -> IngestFigures:
+    """`llm` points the save decision at an LLM (the benchmark script starts a local test server for it)."""
     latencies: list[float] = []
     paced: list[float] = []
+    llm = llm or LLMConfig()
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as bulk:
-        config = load_config(environ={}, data_dir=one, journal__fsync=fsync)
+        config = load_config(environ={}, data_dir=one, journal__fsync=fsync).model_copy(update={"llm": llm})
         async with MemoryManager.open(config) as manager:
             for index, turn in enumerate(turns[: 2 * single]):
                 started = time.perf_counter()
@@ -63,7 +69,7 @@ async def measure(turns: list[TurnInput], *, single: int, batch: int, fsync: str
                 else:
                     paced.append(elapsed)
                     await manager.flush()  # paced, as a conversation is: the projector is idle when a turn comes
-        config = load_config(environ={}, data_dir=bulk, journal__fsync=fsync)
+        config = load_config(environ={}, data_dir=bulk, journal__fsync=fsync).model_copy(update={"llm": llm})
         async with MemoryManager.open(config) as manager:
             started = time.perf_counter()
             saved = 0
@@ -82,15 +88,18 @@ async def measure(turns: list[TurnInput], *, single: int, batch: int, fsync: str
         seconds,
         saved / len(turns),
         fsync,
+        llm.model,
     )
 
 
 def render(figures: IngestFigures, data: Path, batch: int) -> str:
+    begin, end = (LLM_BEGIN, LLM_END) if figures.llm else (BEGIN, END)
+    llm = f"LLM `{figures.llm}` on a local test server answering at once" if figures.llm else "no LLM (the heuristic)"
     return "\n".join(
         [
-            BEGIN,
+            begin,
             f"Measured {datetime.now(UTC):%Y-%m-%d} on {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}; data `{data.name}`; no LLM; journal fsync `{figures.fsync}`; "
+            f"Python {platform.python_version()}; data `{data.name}`; {llm}; journal fsync `{figures.fsync}`; "
             "real all-MiniLM-L6-v2, SQLite, Kuzu and Qdrant Edge in a temporary directory.",
             "",
             "| measure | value | target |",
@@ -102,7 +111,7 @@ def render(figures: IngestFigures, data: Path, batch: int) -> str:
             f"| bulk process_turns, batches of {batch} ({figures.bulk_turns} turns, projections included) "
             f"| {figures.bulk_rate:.0f} turns/s | >= 300 turns/s |",
             f"| share of turns kept as memories | {figures.saved_share:.2f} | |",
-            END,
+            end,
         ]
     )
 
@@ -118,7 +127,7 @@ def write_docs(section: str, path: Path, *, begin: str = BEGIN, end: str = END, 
     path.write_text(text)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, llm: LLMConfig | None = None) -> int:
     parser = argparse.ArgumentParser(description="process_turn latency and bulk ingest throughput")
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--format", choices=sorted(READERS), default="locomo")
@@ -128,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args(argv)
     turns = list(READERS[args.format](args.data))
-    figures = asyncio.run(measure(turns, single=args.single, batch=args.batch, fsync=args.fsync))
+    figures = asyncio.run(measure(turns, single=args.single, batch=args.batch, fsync=args.fsync, llm=llm))
     section = render(figures, args.data, args.batch)
     print(section)
-    write_docs(section, args.out)
+    begin, end = (LLM_BEGIN, LLM_END) if llm else (BEGIN, END)
+    write_docs(section, args.out, begin=begin, end=end, heading="Ingest with an LLM" if llm else "Ingest")
     return 0

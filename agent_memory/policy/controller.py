@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from agent_memory.cognition.salience import TextFeatures, memory_type_of
 from agent_memory.config import DecayConfig, RetrievalConfig, SaveConfig
@@ -82,7 +82,7 @@ class SalienceWeights:
     dev splits (share of turns kept against share of gold evidence turns kept) and checked against the
     independently labelled set in tests/data/save_labels.jsonl; docs/benchmarks.md has the figures."""
 
-    bias: float = -1.0
+    bias: float = -0.95
     names: float = 0.55
     numbers: float = 0.45
     time_refs: float = 0.7
@@ -99,13 +99,29 @@ class SalienceWeights:
     assistant: float = -1.0
     emotion: float = 0.6
     novelty: float = 0.8
-    answer: float = 0.8
+    answer: float = 1.2
     caps: dict[str, int] = field(default_factory=lambda: {"names": 3, "numbers": 2, "time_refs": 2, "self_fact": 2})
 
 
 def surprise_of(novelty: float, session_surprise: float, *, novelty_weight: float) -> float:
     """How unexpected a turn is: new against the whole store, and unlike what was just said in its session."""
     return novelty_weight * novelty + (1.0 - novelty_weight) * session_surprise
+
+
+class Policy(Protocol):
+    """What a policy must answer; `HeuristicPolicy` is v1, a learned one trained on `agent-memory export policy`
+    plugs in through `MemoryManager(policy=...)`."""
+
+    version: str
+
+    def threshold(self, signals: TurnSignals) -> float: ...
+    def fast_path(self, signals: TurnSignals) -> str | None: ...
+    def should_save(
+        self, signals: TurnSignals, verdict: Verdict | None = None, *, llm_failure: str | None = None
+    ) -> SaveDecision: ...
+    def retrieval_config(self, *, budget_tokens: int | None = None) -> dict[str, Any]: ...
+    def may_compact(self, memory: Memory, *, fast_path: bool) -> bool: ...
+    def compaction_priority(self, memory: Memory, *, fast_path: bool, now: datetime, decay: DecayConfig) -> float: ...
 
 
 class HeuristicPolicy:

@@ -71,6 +71,9 @@ class RetrievalConfig(_Section):
     """Weight of the ripgrep layer over the raw log (exact numbers, identifiers, quoted text); 0 turns it off."""
     time_layer_weight: float = Field(default=0.5, ge=0.0)
     """Weight of the layer that lists the memories inside a time window parsed from the query."""
+    image_weight: float = Field(default=1.0, ge=0.0)
+    """Weight of the image layer (the query through CLIP's text tower, or a query image, over the image vectors);
+    0 turns it off. It runs only in a namespace that holds image memories, with image memory on."""
     graph_depth: int = Field(default=2, ge=0)
     """How many hops the graph walk takes from the top hits; 0 turns the walk off."""
     graph_seeds: int = Field(default=5, ge=0)

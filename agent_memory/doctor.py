@@ -1,7 +1,7 @@
 """`agent-memory doctor`: do the stores agree with SQLite and the log? With --repair, make them agree.
 
 SQLite and the log are the truth. The graph and the vectors are rebuilt from SQLite (vectors from their stored
-blobs, so no re-embedding). The log is never rewritten: a log disagreement is reported, and logged turns that
+blobs, so no re-embedding: the text collection from MiniLM's, the image collection from CLIP's). The log is never rewritten: a log disagreement is reported, and logged turns that
 SQLite lacks are indexed the next time the store opens.
 """
 
@@ -11,18 +11,23 @@ from agent_memory.errors import CorruptRecord
 from agent_memory.models import Disagreement, DoctorReport, LogPosition, TurnRow
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.journal import JsonlJournal
-from agent_memory.storage.outbox import TEXT, vector_items
+from agent_memory.storage.outbox import IMAGE, TEXT, vector_items
 from agent_memory.storage.records import SqliteRecords
 
 
 async def check(records: SqliteRecords, graph: GraphStore, vectors: VectorStore, journal: JsonlJournal) -> DoctorReport:
     truth = await records.memory_ids()
     found: list[Disagreement] = []
-    for store, ids in (("graph", await graph.memory_ids()), ("vectors", await vectors.ids(TEXT))):
-        if missing := sorted(truth - ids):
-            found.append(Disagreement(store, "missing memories", tuple(missing)))
+    expected = (
+        ("graph", "memories", truth, await graph.memory_ids()),
+        ("vectors", "memories", await records.embedded_ids(), await vectors.ids(TEXT)),
+        ("vectors", "image vectors", await records.embedded_ids(image=True), await vectors.ids(IMAGE)),
+    )
+    for store, what, wanted, ids in expected:
+        if missing := sorted(wanted - ids):
+            found.append(Disagreement(store, f"missing {what}", tuple(missing)))
         if extra := sorted(ids - truth):
-            found.append(Disagreement(store, "memories unknown to SQLite", tuple(extra)))
+            found.append(Disagreement(store, f"{what} unknown to SQLite", tuple(extra)))
     turns = await records.turns()
     found.extend(await _check_log(turns, journal))
     return DoctorReport(
@@ -71,6 +76,7 @@ async def rebuild_graph(records: SqliteRecords, graph: GraphStore) -> None:
 
 
 async def rebuild_vectors(records: SqliteRecords, vectors: VectorStore) -> None:
-    """Reload the text vectors from the blobs SQLite keeps: no re-embedding."""
-    ids = sorted(await records.memory_ids())
-    await vectors.rebuild(TEXT, vector_items(await records.embeddings(ids)))
+    """Reload the text and the image collections from the blobs SQLite keeps: no model is needed."""
+    memories = await records.get_memories(sorted(await records.memory_ids()))
+    await vectors.rebuild(TEXT, vector_items(await records.stored_vectors(memories)))
+    await vectors.rebuild(IMAGE, vector_items(await records.stored_vectors(memories, image=True)))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import logging
 import shutil
 from collections.abc import Awaitable, Callable
@@ -16,6 +18,20 @@ from agent_memory.storage.base import VectorStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+CLIP_DIMENSION = 512  # ViT-B-32's, the default architecture; used when an architecture's config cannot be read
+
+
+def image_dimension(architecture: str) -> int:
+    """The CLIP vector size of an open-clip architecture, read from open-clip's model config file without importing
+    open-clip (that takes seconds): the image collection is created with it."""
+    spec = importlib.util.find_spec("open_clip")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "model_configs" / f"{architecture}.json"
+        try:
+            return int(json.loads(path.read_text(encoding="utf-8"))["embed_dim"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return CLIP_DIMENSION
 
 
 def make_embedder(config: Config) -> Embedder:
@@ -55,6 +71,8 @@ def _set_aside(path: Path, aside: Path) -> None:
 
 
 async def open_vectors(config: Config) -> VectorStore:
+    clip = await asyncio.to_thread(image_dimension, config.image.architecture)
+    dimensions = {"text": config.embedding.dimension, "image": clip}
     if config.vectors.url:
         from agent_memory.storage.server_vectors import QdrantServerVectors
 
@@ -62,10 +80,8 @@ async def open_vectors(config: Config) -> VectorStore:
             config.vectors.url,
             api_key=config.vectors.api_key,
             prefix=config.vectors.collection_prefix,
-            dimensions={"text": config.embedding.dimension, "image": 512},
+            dimensions=dimensions,
         )
     from agent_memory.storage.vectors import EdgeVectors
 
-    return await EdgeVectors.open(
-        config.data_dir / "vectors", dimensions={"text": config.embedding.dimension, "image": 512}
-    )
+    return await EdgeVectors.open(config.data_dir / "vectors", dimensions=dimensions)

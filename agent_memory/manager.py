@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
@@ -19,12 +21,14 @@ from agent_memory.cognition.extraction import SimpleExtractor
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
+from agent_memory.embeddings.visual import ClipEmbedder, availability
 from agent_memory.engines import make_embedder, open_projection, open_vectors
-from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNotFound
+from agent_memory.errors import ClosedError, DuplicateTurn, ImageMemoryUnavailable, InvalidInput, TurnNotFound
 from agent_memory.llm.client import LiteLLMClient
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
+    Extraction,
     LogPosition,
     LogRecord,
     Memory,
@@ -34,7 +38,7 @@ from agent_memory.models import (
     new_id,
     utc_now,
 )
-from agent_memory.policy.controller import HeuristicPolicy
+from agent_memory.policy.controller import HeuristicPolicy, Policy
 from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
 from agent_memory.storage.base import GraphStore, VectorStore
@@ -42,9 +46,18 @@ from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.grep import RipgrepJournalSearch
 from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.lock import OwnerLock
-from agent_memory.storage.outbox import TEXT, Projector
+from agent_memory.storage.outbox import IMAGE, TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
-from agent_memory.validation import check_emotion, check_turn, turn_from_mapping
+from agent_memory.storage.rows import ImagePlace, image_commit
+from agent_memory.validation import (
+    check_content,
+    check_emotion,
+    check_identifier,
+    check_images,
+    check_time,
+    check_turn,
+    turn_from_mapping,
+)
 from agent_memory.write_path import RECENT_VECTORS, WritePath
 
 log = logging.getLogger(__name__)
@@ -61,8 +74,9 @@ class MemoryManager(ReadPath, WritePath):
         embedder: Embedder | None = None,
         extractor: SimpleExtractor | None = None,
         emotion: EmotionScorer | None = None,
-        policy: HeuristicPolicy | None = None,
+        policy: Policy | None = None,
         llm: LiteLLMClient | None = None,
+        image_embedder: ClipEmbedder | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.config = config
@@ -76,6 +90,11 @@ class MemoryManager(ReadPath, WritePath):
         self.policy = policy or HeuristicPolicy(config.save, config.retrieval)
         self._owns_llm = llm is None
         self.llm: LiteLLMClient | None = llm or (LiteLLMClient(config.llm) if config.llm.model else None)
+        self._owns_image_embedder = image_embedder is None
+        self.image_embedder = image_embedder or (
+            ClipEmbedder(config.image, threads=config.embedding.threads) if config.image.enabled else None
+        )
+        self._image_check: asyncio.Task[str | None] | None = None
         self._recent: deque[tuple[str, np.ndarray]] = deque(maxlen=RECENT_VECTORS)
         self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
         self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
@@ -120,6 +139,10 @@ class MemoryManager(ReadPath, WritePath):
             stack.push_async_callback(self.vectors.aclose)
             if self._owns_embedder:
                 stack.push_async_callback(self.embedder.aclose)
+            if self.image_embedder is not None and self._owns_image_embedder:
+                stack.push_async_callback(self.image_embedder.aclose)
+            self._image_check = asyncio.create_task(self._check_image_memory(), name="image-memory-check")
+            stack.push_async_callback(self._stop_image_check)
             if self.llm is not None and self._owns_llm:
                 stack.push_async_callback(self.llm.aclose)
             self.projector = Projector(
@@ -143,6 +166,7 @@ class MemoryManager(ReadPath, WritePath):
                 embedder=self.embedder,
                 grep=RipgrepJournalSearch(data_dir / "logs"),
                 config=self.config,
+                images=self._images_on,
             )
             await self._recover_unindexed_turns()
             await self.projector.drain()
@@ -164,6 +188,45 @@ class MemoryManager(ReadPath, WritePath):
         if self._stack is None:
             raise ClosedError()
 
+    async def _check_image_memory(self) -> str | None:
+        """Decide once, from the configuration and the disk (never the network), whether image memory is on, and
+        say why once when it is off. It runs in the background from the start: deciding may import open-clip and
+        torch (seconds here), and text memory need not wait for that. The model itself loads on first use."""
+        clip = self.image_embedder
+        try:
+            if clip is None or not self.config.image.enabled:
+                reason = availability(self.config.image)
+                log.info("%s", reason)
+                return reason
+            reason = await asyncio.to_thread(availability, clip.config, hub_cache=clip.hub_cache)
+        except Exception as exc:  # open-clip missing or broken: image memory is off, text memory is not
+            reason = f"Image memory is off: open-clip cannot be used ({type(exc).__name__}: {exc})"
+        if reason:
+            log.warning("%s", reason)
+        return reason
+
+    async def _stop_image_check(self) -> None:
+        if self._image_check is not None and not self._image_check.done():
+            self._image_check.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._image_check
+
+    async def image_memory_off(self) -> str | None:
+        """Why image memory is off (the one message logged at start), or None when it is on."""
+        self._check_open()
+        assert self._image_check is not None
+        return await asyncio.shield(self._image_check)
+
+    async def _images_on(self) -> ClipEmbedder | None:
+        """The image embedder, once image memory is known to be on; None when it is off."""
+        return None if await self.image_memory_off() else self.image_embedder
+
+    async def _require_images(self) -> ClipEmbedder:
+        clip = await self._images_on()
+        if clip is None:
+            raise ImageMemoryUnavailable(await self.image_memory_off() or "Image memory is off")
+        return clip
+
     # ----- the write path ----------------------------------------------------------------------------
 
     async def process_turn(
@@ -176,9 +239,13 @@ class MemoryManager(ReadPath, WritePath):
         emotional_context: EmotionalContext | Mapping[str, float] | None = None,
         at: datetime | None = None,
         namespace: str = "default",
+        images: Sequence[bytes | Path] | None = None,
     ) -> TurnResult:
-        """Log the turn (durably), decide whether it becomes a memory, and commit it with its projections."""
-        turn = TurnInput(session_id, turn_number, content, role, emotional_context, at, namespace)
+        """Log the turn (durably), decide whether it becomes a memory, and commit it with its projections.
+
+        Each of `images` (encoded bytes or a file) becomes an image memory linked to the turn, kept whatever the
+        text's decision; they are checked and embedded before anything is written."""
+        turn = TurnInput(session_id, turn_number, content, role, emotional_context, at, namespace, images or ())
         return (await self.process_turns([turn]))[0]
 
     async def process_turns(self, turns: Sequence[TurnInput | Mapping[str, Any]]) -> list[TurnResult]:
@@ -192,6 +259,7 @@ class MemoryManager(ReadPath, WritePath):
         keys = [(t.namespace, t.session_id, t.turn_number) for t, _ in checked]
         await self._claim(keys)
         try:
+            images = await self._prepare_images([t.images for t, _ in checked])
             records = [
                 LogRecord(
                     TurnId(new_id()),
@@ -205,8 +273,9 @@ class MemoryManager(ReadPath, WritePath):
                 )
                 for t, role in checked
             ]
+            await self._store_images(images)
             positions = await self.journal.append_many(records)
-            return await self._commit(records, positions)
+            return await self._commit(records, positions, images)
         finally:
             self._inflight.difference_update(keys)
 
@@ -258,6 +327,50 @@ class MemoryManager(ReadPath, WritePath):
             await self._commit([r for _, r in fresh], [p for p, _ in fresh])
             self.recovered_turns = len(fresh)
 
+    async def remember_image(
+        self,
+        image: bytes | Path,
+        caption: str | None = None,
+        *,
+        session_id: str | None = None,
+        namespace: str = "default",
+        at: datetime | None = None,
+    ) -> Memory:
+        """Remember an image (encoded bytes or a file) as a memory of its own: its CLIP vector for image and
+        text-tower search, its caption (if any) for the text layers. The store keeps a copy of the bytes."""
+        self._check_open()
+        await self._require_images()
+        now = self.clock()
+        check_identifier("namespace", namespace)
+        if session_id is not None:
+            check_identifier("session_id", session_id)
+        text = check_content(caption, max_bytes=self.config.max_content_bytes) if caption else None
+        where = ImagePlace(namespace, session_id, check_time(at, default=now))
+        prepared, (embedding, extraction) = await asyncio.gather(
+            self._prepare_images([check_images([image])]), self._caption(text)
+        )
+        commit = image_commit(
+            prepared[0][0],
+            where,
+            now,
+            caption=text,
+            extraction=extraction,
+            embedding=embedding,
+        )
+        await self._store_images(prepared)
+        await self.records.commit_images([commit], now=now)
+        self.projector.notify()
+        return commit.memory
+
+    async def _caption(self, text: str | None) -> tuple[tuple[bytes, str] | None, Extraction | None]:
+        """A caption's text vector (with the model's name) and its keywords and entities."""
+        if not text:
+            return None, None
+        vectors, extraction = await asyncio.gather(
+            self.embedder.embed([text]), asyncio.to_thread(self.extractor.extract, text)
+        )
+        return (vectors[0].astype("<f4").tobytes(), self.embedder.name), extraction
+
     async def get(self, memory_id: str) -> Memory:
         self._check_open()
         return await self.records.get_memory(memory_id)
@@ -284,7 +397,8 @@ class MemoryManager(ReadPath, WritePath):
             "pid": os.getpid(),
             "records": await self.records.counts(),
             "graph": await self.graph.counts(),
-            "vectors": {TEXT: await self.vectors.count(TEXT)},
+            "vectors": {TEXT: await self.vectors.count(TEXT), IMAGE: await self.vectors.count(IMAGE)},
+            "image_memory": await self.image_memory_off() or "on",
             "pending_outbox": await self.records.pending_outbox_count(),
             "log_bytes": await asyncio.to_thread(self.journal.total_bytes),
             "schema_version": await self.records.schema_version(),

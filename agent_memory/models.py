@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, NewType
 
 MemoryId = NewType("MemoryId", str)
@@ -56,6 +57,13 @@ class MemoryStatus(enum.StrEnum):
     ERASED = "erased"
 
 
+class Media(enum.StrEnum):
+    """What a memory is of: text said in a turn, or an image (its CLIP vector in the image collection)."""
+
+    TEXT = "text"
+    IMAGE = "image"
+
+
 class DecisionPath(enum.StrEnum):
     FAST = "fast"
     LLM = "llm"
@@ -98,6 +106,8 @@ class TurnInput:
     emotional_context: EmotionalContext | Mapping[str, float] | None = None
     at: datetime | None = None
     namespace: str = "default"
+    images: Sequence[bytes | Path] = ()
+    """Images shared with the turn (encoded bytes or a file): each becomes an image memory linked to it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +192,9 @@ class Memory:
     revision: int
     turn_number: int | None = None
     role: Role | None = None  # the role of the source turn
+    media: Media = Media.TEXT
+    media_sha256: str | None = None  # an image's bytes: their SHA-256 ...
+    media_path: str | None = None  # ... and where the store keeps them, relative to data_dir ("images/<sha256>.png")
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +204,8 @@ class TurnResult:
     saved: bool
     memory_id: MemoryId | None
     decision: SaveDecision
+    image_memory_ids: tuple[MemoryId, ...] = ()
+    """One image memory per image shared with the turn, in order; kept whatever the text's decision."""
 
     @property
     def reason(self) -> str:
@@ -258,6 +273,8 @@ class GraphMemory:
     session_id: str | None
     previous_in_session: MemoryId | None
     entities: tuple[str, ...]
+    attached_to: MemoryId | None = None
+    """For an image shared in a turn: that turn's memory (a RELATED_TO edge, weight 1.0), if the turn was kept."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,26 +6,26 @@ run in recall.py; ranking and packing are pure (cognition/ranking.py, cognition/
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from agent_memory.cognition.context import pack
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
+from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import InvalidInput
 from agent_memory.models import Context, EmotionalContext, RetrievalGap, RetrievalResult, new_id
+from agent_memory.policy.controller import Policy
 from agent_memory.recall import Query, Recall, Recalled
 from agent_memory.storage.outbox import Projector
 from agent_memory.storage.records import SqliteRecords
-from agent_memory.validation import check_content, check_emotion, check_identifier
-
-
-def candidates_for(budget_tokens: int, floor: int) -> int:
-    """Candidates per layer for a context: past 2,048 tokens a budget needs a deeper pool (one per 64 tokens), or
-    it stays half empty (LoCoMo at 8,192 tokens used 3,765 with 50 per layer)."""
-    return max(floor, budget_tokens // 64)
+from agent_memory.validation import check_content, check_emotion, check_identifier, check_images, read_image
 
 
 class ReadPath:
@@ -35,30 +35,41 @@ class ReadPath:
     records: SqliteRecords
     projector: Projector
     token_counter: TokenCounter
+    policy: Policy
     _reader: Recall
 
     if TYPE_CHECKING:  # provided by MemoryManager
 
         def _check_open(self) -> None: ...
 
+        async def _require_images(self) -> ClipEmbedder: ...
+
+    def candidates_for(self, budget_tokens: int) -> int:
+        """Candidates each layer returns for a context of `budget_tokens`: the policy's choice."""
+        return int(self.policy.retrieval_config(budget_tokens=budget_tokens)["candidate_limit"])
+
     async def retrieve(
         self,
-        query: str,
+        query: str = "",
         *,
+        image: bytes | Path | None = None,
         emotional_context: EmotionalContext | Mapping[str, float] | None = None,
         k: int | None = None,
         namespace: str = "default",
         now: datetime | None = None,
         as_of: datetime | None = None,
     ) -> list[RetrievalResult]:
-        """The best `k` memories for `query`: keyword, grep and semantic layers run concurrently, fused by
+        """The best `k` memories for `query`: keyword, grep, semantic and image layers run concurrently, fused by
         reciprocal rank fusion, widened by a graph walk and a session lift, then weighted by mood, decay, the
         query's time window and role. `now` is the caller's reference time for "yesterday"; `as_of` limits the
-        results to what was known then. Each result explains its layer ranks and weights."""
+        results to what was known then. Each result explains its layer ranks and weights.
+
+        With `image` (encoded bytes or a file) the image layer searches with that image instead of the query's
+        words, and the graph walk brings the text the found images were shared with; `query` may then be empty."""
         k = k or self.config.retrieval.default_k
-        recalled = await self._recall(query, emotional_context, namespace, now, as_of)
+        recalled = await self._recall(query, emotional_context, namespace, now, as_of, image=image)
         results = recalled.ranked.results[:k]
-        await self._record(query, namespace, k, results, recalled)
+        await self._record(query if query.strip() else "[image]", namespace, k, results, recalled)
         return results
 
     async def context(
@@ -75,7 +86,7 @@ class ReadPath:
         header per session, and an explanation of what was included and what was left out and why."""
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
             raise InvalidInput(f"budget_tokens must be a positive integer, got {budget_tokens!r}")
-        limit = candidates_for(budget_tokens, self.config.retrieval.candidate_limit)
+        limit = self.candidates_for(budget_tokens)
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, limit)
         packed = pack(recalled.ranked, budget=budget_tokens, counter=self.token_counter)
         await self._record(query, namespace, len(packed.items), [item.result for item in packed.items], recalled)
@@ -98,7 +109,7 @@ class ReadPath:
     ) -> Recalled:
         """Every ranked candidate with its layer timings, recording nothing: for benchmarks and diagnosis. With
         `budget_tokens`, each layer returns as many candidates as `context()` would ask for at that budget."""
-        limit = candidates_for(budget_tokens, self.config.retrieval.candidate_limit) if budget_tokens else None
+        limit = self.candidates_for(budget_tokens) if budget_tokens else None
         return await self._recall(query, None, namespace, now, as_of, limit)
 
     async def _recall(
@@ -109,16 +120,31 @@ class ReadPath:
         now: datetime | None,
         as_of: datetime | None,
         limit: int | None = None,
+        *,
+        image: bytes | Path | None = None,
     ) -> Recalled:
         self._check_open()
         if isinstance(query, str) and not query.strip():
-            raise InvalidInput("The query is empty")
-        query = check_content(query, max_bytes=self.config.max_content_bytes)
+            if image is None:
+                raise InvalidInput("The query is empty")
+            query = ""
+        else:
+            query = check_content(query, max_bytes=self.config.max_content_bytes)
         check_identifier("namespace", namespace)
         reference = self._aware(now, "now") or self.clock()
         mood = check_emotion(emotional_context)
+        seen = None if image is None else await self._query_image(image)
         await self.projector.drain()
-        return await self._reader.run(Query(query, namespace, reference, mood, self._aware(as_of, "as_of"), limit))
+        known = self._aware(as_of, "as_of")
+        return await self._reader.run(Query(query, namespace, reference, mood, known, limit, seen))
+
+    async def _query_image(self, image: bytes | Path) -> np.ndarray:
+        """A query image's CLIP vector: InvalidImage when it cannot be decoded, ImageMemoryUnavailable when off."""
+        (item,) = check_images([image])
+        clip = await self._require_images()
+        data, _ = await asyncio.to_thread(read_image, 0, item)
+        vector: np.ndarray = (await clip.embed_images([data]))[0]
+        return vector
 
     @staticmethod
     def _aware(value: datetime | None, name: str) -> datetime | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
@@ -30,11 +30,12 @@ from agent_memory.cognition.retrieval import fts_query
 from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
-from agent_memory.errors import StorageError
+from agent_memory.embeddings.visual import ClipEmbedder
+from agent_memory.errors import ModelError, StorageError
 from agent_memory.models import EmotionalContext, GraphStep, Memory, VectorHit
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.grep import RipgrepJournalSearch
-from agent_memory.storage.outbox import TEXT
+from agent_memory.storage.outbox import IMAGE, TEXT
 from agent_memory.storage.records import SqliteRecords
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Query:
     mood: EmotionalContext | None = None
     as_of: datetime | None = None
     limit: int | None = None  # candidates per layer; None means retrieval.candidate_limit
+    image: np.ndarray | None = None  # a query image's CLIP vector; the text may then be empty
 
 
 class Recall:
@@ -73,9 +75,11 @@ class Recall:
         embedder: Embedder,
         grep: RipgrepJournalSearch,
         config: Config,
+        images: Callable[[], Awaitable[ClipEmbedder | None]] | None = None,
     ) -> None:
         self.records, self.vectors, self.graph = records, vectors, graph
         self.embedder, self.grep, self.config = embedder, grep, config
+        self.images = images  # the image embedder, once image memory is known to be on (None when it is off)
 
     async def run(self, query: Query) -> Recalled:
         timings: dict[str, float] = {}
@@ -98,24 +102,29 @@ class Recall:
         ranked = rank(rankings, steps, memories, signals, config=self.config.retrieval, decay=self.config.decay)
         timings["rank"] = (time.perf_counter() - started) * 1000
         semantic = rankings.get("semantic")
-        best = semantic[0][1] if semantic else (0.0 if self.config.retrieval.semantic_weight > 0 else None)
+        searched = self.config.retrieval.semantic_weight > 0 and bool(query.text.strip())
+        best = semantic[0][1] if semantic else (0.0 if searched else None)
         keywords = tuple(w.strip('"') for w in fts_query(parsed.remainder or query.text).split(" OR ") if w)
         return Recalled(ranked, parsed, window, timings, best, keywords)
 
     async def _layers(
         self, words: str, full: str, query: Query, window: TimeWindow | None, timings: dict[str, float]
     ) -> dict[str, Hits]:
-        """Keyword, grep and the vector layers concurrently; each layer's hits best first."""
+        """Keyword, grep and the vector layers concurrently; each layer's hits best first. An image query with no
+        text runs the image layer alone."""
         config = self.config.retrieval
         limit = query.limit or config.candidate_limit
-        jobs: list[Awaitable[dict[str, Hits]]] = []
-        if config.keyword_weight > 0:
+        jobs: list[Awaitable[dict[str, Hits]]] = [self._image_layer(query, limit, timings)]
+        if not full.strip():
+            words = full = ""
+        elif config.keyword_weight > 0:
             search = self.records.keyword_search(query.namespace, fts_query(words), limit=limit)
             jobs.append(_layer(timings, "keyword", search))
-        terms = grep_terms(full)
+        terms = grep_terms(full) if full else []
         if config.grep_weight > 0 and terms:
             jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
-        jobs.append(self._vector_layers(full, query.namespace, window, limit, timings))
+        if full:
+            jobs.append(self._vector_layers(full, query.namespace, window, limit, timings))
         rankings: dict[str, Hits] = {}
         for found in await asyncio.gather(*jobs):
             rankings.update(found)
@@ -142,6 +151,28 @@ class Recall:
         for found in await asyncio.gather(*jobs):
             rankings.update(found)
         return rankings
+
+    async def _image_layer(self, query: Query, limit: int, timings: dict[str, float]) -> dict[str, Hits]:
+        """The image collection, searched with the query image's CLIP vector, or else with the query text through
+        CLIP's text tower. Skipped (no CLIP call) while image memory is off or the namespace holds no image; a
+        model failure costs this layer only."""
+        if self.config.retrieval.image_weight <= 0:
+            return {}
+        vector = query.image
+        if vector is None:
+            if self.images is None or not await self.records.has_images(query.namespace):
+                return {}
+            clip = await self.images()
+            if clip is None:
+                return {}
+            try:
+                vector = (await _timed(timings, "image_embed", clip.embed_texts([query.text])))[0]
+            except ModelError as exc:
+                log.warning("image layer skipped: %s", exc)
+                return {}
+        where = {"namespace": query.namespace, "status": "active"}
+        search = self.vectors.search(IMAGE, vector.tolist(), limit=limit, where=where)
+        return await _layer(timings, "image", _pairs(search))
 
     async def _time_layer(self, vector: np.ndarray, namespace: str, window: TimeWindow, limit: int) -> Hits:
         """The memories inside the window, ranked by similarity to the query: what no text match would find."""

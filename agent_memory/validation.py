@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from agent_memory.errors import (
@@ -12,12 +13,25 @@ from agent_memory.errors import (
     EmptyContent,
     InvalidEncoding,
     InvalidIdentifier,
+    InvalidImage,
     InvalidInput,
 )
 from agent_memory.models import EmotionalContext, Role, TurnInput
 
 IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
 IDENTIFIER_RULE = "1-128 characters of letters, digits and . _ : @ / -, starting with a letter or digit"
+MAX_IMAGE_BYTES = 64 * 1024 * 1024
+"""An encoded image larger than this is refused before it is read into memory twice (the pixel count is checked
+when it is decoded: a decompression bomb is refused there)."""
+SIGNATURES = (  # leading bytes -> the extension the store gives the file
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"\xff\xd8\xff", "jpg"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+    (b"BM", "bmp"),
+    (b"II*\x00", "tif"),
+    (b"MM\x00*", "tif"),
+)
 
 
 def check_identifier(field: str, value: object) -> str:
@@ -75,6 +89,41 @@ def check_emotion(value: EmotionalContext | Mapping[str, Any] | None) -> Emotion
         raise InvalidInput(f"Invalid emotional_context {value!r}: {exc}") from None
 
 
+def check_images(images: object) -> tuple[bytes | Path, ...]:
+    """A sequence of images, each encoded bytes or a pathlib.Path; the pixels are checked when they are decoded."""
+    if images is None:
+        return ()
+    if isinstance(images, str | bytes | bytearray | Path) or not hasattr(images, "__iter__"):
+        raise InvalidInput(f"images must be a list of bytes or pathlib.Path items, not {type(images).__name__}")
+    items = tuple(images)
+    for index, item in enumerate(items):
+        if not isinstance(item, bytes | bytearray | Path):
+            raise InvalidImage(f"#{index}", f"expected bytes or a pathlib.Path, got {type(item).__name__}")
+    return tuple(bytes(i) if isinstance(i, bytearray) else i for i in items)
+
+
+def read_image(index: int, item: bytes | Path) -> tuple[bytes, str]:
+    """The image's bytes and a file name for it (blocking when it is a path: call it off the event loop)."""
+    if isinstance(item, Path):
+        try:
+            size = item.stat().st_size
+            if size <= MAX_IMAGE_BYTES:
+                return item.read_bytes(), item.name
+        except OSError as exc:
+            raise InvalidImage(f"#{index} at {item}", exc.strerror or type(exc).__name__) from exc
+        raise InvalidImage(f"#{index} at {item}", f"{size} bytes, over the limit of {MAX_IMAGE_BYTES}")
+    if len(item) > MAX_IMAGE_BYTES:
+        raise InvalidImage(f"#{index}", f"{len(item)} bytes, over the limit of {MAX_IMAGE_BYTES}")
+    return item, ""
+
+
+def image_extension(data: bytes) -> str:
+    """The file extension for encoded image bytes, from their signature; 'img' for a format not listed."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return next((ext for signature, ext in SIGNATURES if data.startswith(signature)), "img")
+
+
 def check_turn(turn: TurnInput, *, max_bytes: int, now: datetime) -> tuple[TurnInput, str, Role]:
     """The validated turn (with time and emotion normalised), its text and its role."""
     check_identifier("namespace", turn.namespace)
@@ -88,13 +137,14 @@ def check_turn(turn: TurnInput, *, max_bytes: int, now: datetime) -> tuple[TurnI
     text = check_content(turn.content, max_bytes=max_bytes)
     at = check_time(turn.at, default=now)
     emotion = check_emotion(turn.emotional_context)
-    normalised = TurnInput(turn.session_id, turn.turn_number, text, role.value, emotion, at, turn.namespace)
+    images = check_images(turn.images)
+    normalised = TurnInput(turn.session_id, turn.turn_number, text, role.value, emotion, at, turn.namespace, images)
     return normalised, text, role
 
 
 def turn_from_mapping(data: Mapping[str, Any]) -> TurnInput:
     """A TurnInput from a JSON object, with a clear error for a missing or unknown key."""
-    allowed = {"session_id", "turn_number", "content", "role", "emotional_context", "at", "namespace"}
+    allowed = {"session_id", "turn_number", "content", "role", "emotional_context", "at", "namespace", "images"}
     if not isinstance(data, Mapping):
         raise InvalidInput(f"A turn must be a JSON object, not {type(data).__name__}")
     unknown = set(data) - allowed

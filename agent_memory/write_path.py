@@ -5,17 +5,24 @@ lexicon's or the LLM's), its text features, its vector, how new it is against th
 session, and whether it is near an open retrieval gap. The policy controller decides; the LLM, when one is
 configured, is asked only about turns the fast path and the phatic rule leave open, and any failure of it falls
 back to the heuristic. Everything the decision saw is logged beside it.
+
+Images shared with a turn are read, decoded and CLIP-embedded before anything is written, copied into
+data_dir/images before the commit, and become image memories in the turn's transaction, whatever the decision.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import os
+import tempfile
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +32,7 @@ from agent_memory.cognition.salience import TextFeatures, text_features
 from agent_memory.cognition.save_decision import is_phatic
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
+from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import LLMError
 from agent_memory.llm.client import LiteLLMClient
 from agent_memory.llm.prompts import JudgedTurn, judge_turns
@@ -44,12 +52,13 @@ from agent_memory.models import (
     TurnRow,
     new_id,
 )
-from agent_memory.policy.controller import HeuristicPolicy, TurnSignals, Verdict, surprise_of
+from agent_memory.policy.controller import Policy, TurnSignals, Verdict, surprise_of
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.journal import JsonlJournal, encode_record
 from agent_memory.storage.outbox import TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
-from agent_memory.storage.rows import TurnCommit
+from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, TurnCommit, image_commit
+from agent_memory.validation import image_extension, read_image
 
 log = logging.getLogger(__name__)
 RECENT_VECTORS = 1024
@@ -59,6 +68,8 @@ LAST_TURNS = 10_000
 UNKNOWN_NOVELTY = 0.5
 """Novelty in an empty namespace: with nothing remembered there is nothing to be surprised against, so the first
 turns of a new user are neither novel nor familiar (they would otherwise all take the fast path)."""
+IMAGES_DIR = "images"
+"""Where the store keeps the images it remembers, under data_dir: `<sha256>.<ext>`, one file per distinct image."""
 
 
 @dataclass(slots=True)
@@ -82,7 +93,7 @@ class WritePath:
     embedder: Embedder
     extractor: SimpleExtractor
     emotion: EmotionScorer
-    policy: HeuristicPolicy
+    policy: Policy
     llm: LiteLLMClient | None
     records: SqliteRecords
     vectors: VectorStore
@@ -90,9 +101,21 @@ class WritePath:
     _recent: deque[tuple[str, np.ndarray]]
     _last_turn: dict[tuple[str, str], tuple[int, str]]
     journal: JsonlJournal
+    image_embedder: ClipEmbedder | None
 
-    async def _commit(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> list[TurnResult]:
+    if TYPE_CHECKING:  # provided by MemoryManager
+
+        async def _require_images(self) -> ClipEmbedder: ...
+
+    async def _commit(
+        self,
+        records: Sequence[LogRecord],
+        positions: Sequence[LogPosition],
+        images: Sequence[Sequence[StoredImage]] = (),
+    ) -> list[TurnResult]:
+        """Judge the turns and commit them in one transaction, with an image memory per image shared with each."""
         now = self.clock()
+        groups = images or [()] * len(records)
         drafts = await asyncio.to_thread(lambda: [self._draft(r) for r in records])
         await self._previous_turns(drafts)
         open_drafts = [d for d in drafts if not d.phatic]
@@ -107,11 +130,12 @@ class WritePath:
         decisions = await self._decide(drafts)
         found = dict(zip((id(d) for d in open_drafts), extractions, strict=True))
         commits, results = [], []
-        for draft, position, decision in zip(drafts, positions, decisions, strict=True):
-            commit = self._turn_commit(draft, position, decision, found.get(id(draft)), now)
+        for draft, position, decision, shared in zip(drafts, positions, decisions, groups, strict=True):
+            commit = self._turn_commit(draft, position, decision, found.get(id(draft)), now, shared)
             commits.append(commit)
             memory_id = commit.memory.memory_id if commit.memory else None
-            results.append(TurnResult(draft.record.turn_id, position, decision.save, memory_id, decision))
+            pictures = tuple(image.memory.memory_id for image in commit.images)
+            results.append(TurnResult(draft.record.turn_id, position, decision.save, memory_id, decision, pictures))
         await self.records.commit_turns(commits, now=now)
         self._recent.extend(
             (d.record.namespace, d.vector)
@@ -323,7 +347,13 @@ class WritePath:
     # ----- rows --------------------------------------------------------------------------------------
 
     def _turn_commit(
-        self, draft: Draft, position: LogPosition, decision: SaveDecision, extraction: Extraction | None, now: datetime
+        self,
+        draft: Draft,
+        position: LogPosition,
+        decision: SaveDecision,
+        extraction: Extraction | None,
+        now: datetime,
+        images: Sequence[StoredImage] = (),
     ) -> TurnCommit:
         record = draft.record
         turn = TurnRow(
@@ -336,12 +366,18 @@ class WritePath:
             position,
             encode_record(record)[1],
         )
+        shared = tuple(self._shared_image(draft, image, now) for image in images)  # kept whatever the decision
         if not decision.save or draft.vector is None:
-            return TurnCommit(turn, decision)
+            return TurnCommit(turn, decision, images=shared)
         memory = self._memory_for(draft, decision, extraction or Extraction((), ()), now)
         embedding = draft.vector.astype("<f4").tobytes()
         gap = draft.signals.gap_id if draft.signals else None
-        return TurnCommit(turn, decision, memory, embedding, self.embedder.name, fills_gap=gap)
+        return TurnCommit(turn, decision, memory, embedding, self.embedder.name, fills_gap=gap, images=shared)
+
+    def _shared_image(self, draft: Draft, image: StoredImage, now: datetime) -> ImageCommit:
+        record = draft.record
+        where = ImagePlace(record.namespace, record.session_id, record.at, record.turn_id)
+        return image_commit(image, where, now, emotion=draft.emotion)
 
     def _memory_for(self, draft: Draft, decision: SaveDecision, extraction: Extraction, now: datetime) -> Memory:
         record = draft.record
@@ -372,6 +408,64 @@ class WritePath:
             turn_number=record.turn_number,
             role=record.role,
         )
+
+    # ----- images ------------------------------------------------------------------------------------
+
+    async def _prepare_images(self, groups: Sequence[Sequence[bytes | Path]]) -> list[list[StoredImage]]:
+        """Read, decode and CLIP-embed every image of a batch before anything is written: one bad image raises
+        InvalidImage (naming it), and with image memory off any image raises ImageMemoryUnavailable."""
+        flat = [item for group in groups for item in group]
+        if not flat:
+            return [[] for _ in groups]
+        clip = await self._require_images()
+        read = await asyncio.to_thread(lambda: [_read(index, item) for index, item in enumerate(flat)])
+        vectors = await clip.embed_images([data for data, *_ in read])
+        stored = iter(
+            [StoredImage(*found, v.astype("<f4").tobytes(), clip.name) for found, v in zip(read, vectors, strict=True)]
+        )
+        return [[next(stored) for _ in group] for group in groups]
+
+    async def _store_images(self, groups: Sequence[Sequence[StoredImage]]) -> None:
+        """Copy the images into data_dir/images, fsynced, before the transaction that names them commits."""
+        files = {image.media_path: image.data for group in groups for image in group}
+        if files:
+            await asyncio.to_thread(write_files, self.config.data_dir, files)
+
+
+def _read(index: int, item: bytes | Path) -> tuple[bytes, str, str, str]:
+    """The bytes, their SHA-256, where the store keeps them, and the label an uncaptioned image memory gets."""
+    data, name = read_image(index, item)
+    sha256 = hashlib.sha256(data).hexdigest()
+    file_name = f"{sha256}.{image_extension(data)}"
+    return data, sha256, f"{IMAGES_DIR}/{file_name}", f"[image] {name or file_name}"
+
+
+def write_files(root: Path, files: Mapping[str, bytes]) -> None:
+    """Write each file (a path relative to `root`) whole: to a temporary name, fsynced, renamed; then fsync its
+    folder. The names are content hashes, so a file already there holds these bytes and is left alone."""
+    folders = set()
+    for relative, data in files.items():
+        path = root / relative
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folders.add(path.parent)
+        if path.is_file() and path.stat().st_size == len(data):
+            continue
+        fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(partial, path)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
+    for folder in folders:
+        folder_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(folder_fd)
+        finally:
+            os.close(folder_fd)
 
 
 def _asks(text: str | None) -> bool:

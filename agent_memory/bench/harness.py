@@ -26,7 +26,6 @@ from agent_memory.cognition.context import pack
 from agent_memory.config import RetrievalConfig
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, Memory, TurnInput
-from agent_memory.read_path import candidates_for
 
 QUESTIONS: dict[str, Callable[[Path], Iterator[Question]]] = {
     "locomo": locomo_questions,
@@ -100,7 +99,7 @@ async def ask(
     latencies: list[float] = []
     pools: dict[int, list[int]] = {}  # candidates per layer -> the budgets that context() serves from that pool
     for budget in sorted(budgets):
-        pools.setdefault(candidates_for(budget, manager.config.retrieval.candidate_limit), []).append(budget)
+        pools.setdefault(manager.candidates_for(budget), []).append(budget)
     for question in questions:
         ranked: list[TurnKey] | None = None
         for pool_budgets in pools.values():
@@ -239,9 +238,11 @@ async def run_bench(
 
 
 async def _saved(manager: MemoryManager) -> dict[str, Any]:
-    """How the turns were judged, and the share kept: only kept turns are memories, so only they can be found."""
+    """How the stored turns were judged (read from the decision log, so a reused store reports its own policy)
+    and the share kept: only kept turns are memories, so only they can be found."""
     counts = await manager.records.counts()
-    policy = "keep-all" if manager.config.save.keep_all else manager.policy.version
+    rows = await manager.records.decision_policies()
+    policy = ", ".join(f"{name or 'phatic filter (before 0.2)'} {n}" for name, n in rows) or "none"
     kept = counts["memories"] / counts["turns"] if counts["turns"] else 0.0
     return {"policy": policy, "llm": manager.config.llm.model or None, "kept_share": round(kept, 4)}
 

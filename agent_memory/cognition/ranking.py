@@ -17,7 +17,16 @@ from datetime import datetime
 
 from agent_memory.cognition.timewords import TimeWindow
 from agent_memory.config import DecayConfig, RetrievalConfig
-from agent_memory.models import EmotionalContext, GraphStep, LayerHit, Memory, MemoryStatus, RetrievalResult, Role
+from agent_memory.models import (
+    EmotionalContext,
+    GraphStep,
+    LayerHit,
+    Media,
+    Memory,
+    MemoryStatus,
+    RetrievalResult,
+    Role,
+)
 from agent_memory.scoring import decay_strength, reciprocal_rank_fusion
 
 SESSION_TOP = 3  # a session's evidence is the mean of its best three fused scores
@@ -51,7 +60,7 @@ def layer_weights(config: RetrievalConfig) -> dict[str, float]:
         "semantic": config.semantic_weight,
         "grep": config.grep_weight,
         "time": config.time_layer_weight,
-        "image": config.semantic_weight,
+        "image": config.image_weight,
     }
 
 
@@ -138,7 +147,9 @@ def rank(
 ) -> Ranked:
     """Fuse, walk, lift and weight every candidate; return them all, best first, each explained."""
     base, layers = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
-    local = {i for i, m in memories.items() if len(m.content) <= config.locality_max_chars}
+    # Session lift and neighbour hops are for turns of text: an image is ranked by what it looks like, or else a
+    # picture from a matching session would outrank the very picture asked about.
+    local = {i for i, m in memories.items() if m.media is Media.TEXT and len(m.content) <= config.locality_max_chars}
     walked = {
         i: found
         for i, found in graph_scores(
@@ -202,7 +213,7 @@ def _weigh(
     if signals.window is not None:
         inside = in_window(memory.event_at, signals.window)
         factors["time"] = 1.0 + config.time_boost if inside else config.time_penalty
-    if config.user_weight > 0 and memory.role is not None:
+    if config.user_weight > 0 and memory.role is not None and memory.media is Media.TEXT:
         favoured = Role.ASSISTANT if signals.prefer_assistant else Role.USER
         factors["role"] = 1.0 + config.user_weight if memory.role is favoured else 1.0
     for name, factor in factors.items():

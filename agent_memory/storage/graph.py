@@ -49,10 +49,15 @@ REL_TABLES = {
     "EVOLVED_FROM": "FROM Memory TO Memory",
     "DREAM_LINK": "FROM Memory TO Memory, weight DOUBLE, created_at TIMESTAMP",
 }
-CSV_HEADERS = {"Memory": ("id", "namespace", "type", "created_at"), "Session": ("id", "namespace", "session_id")}
+CSV_HEADERS = {
+    "Memory": ("id", "namespace", "type", "created_at"),
+    "Session": ("id", "namespace", "session_id"),
+    "RELATED_TO": ("from", "to", "weight", "attached"),
+}
 WALK_RELS = ("NEXT", "EVOLVED_FROM", "RELATED_TO", "DREAM_LINK")  # Memory to Memory, strongest first
 LABEL_RANK = {label: rank for rank, label in enumerate((*WALK_RELS, "IN_SESSION", "MENTIONS"))}
 INDEX_LOOKUPS = 16  # up to this many rows, one indexed query per row beats one scanning UNWIND
+ATTACHED_WEIGHT = 1.0  # the RELATED_TO edge from an image to the memory of the turn it was shared in
 
 # Written for one row; `_batch` reads `$key` as `row.key` when it runs them over many rows with UNWIND.
 CREATE_MEMORY = "CREATE (:Memory {id: $id, namespace: $namespace, type: $type, created_at: $created_at})"
@@ -73,6 +78,14 @@ LINK = {
     "NEXT": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) CREATE (a)-[:NEXT]->(b)",
 }
 LINK_MANY = "COPY {rel} FROM (UNWIND $rows AS row RETURN row.src, row.dst)"
+# An image owns one RELATED_TO edge, marked `attached`, to its turn's memory: replaced on upsert; the other
+# RELATED_TO edges stay. The column came after the table, so a graph made before it gains it on open.
+ADD_ATTACHED = "ALTER TABLE RELATED_TO ADD IF NOT EXISTS attached BOOLEAN DEFAULT false"
+UNLINK_ATTACHED = "MATCH (:Memory {id: $id})-[r:RELATED_TO]->(:Memory) WHERE r.attached DELETE r"
+LINK_ATTACHED = (
+    "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) CREATE (a)-[:RELATED_TO {weight: $weight, attached: true}]->(b)"
+)
+LINK_ATTACHED_MANY = "COPY RELATED_TO FROM (UNWIND $rows AS row RETURN row.src, row.dst, row.weight, row.attached)"
 DROP_ORPHANS = {  # an entity or session nobody points to goes, so an erased memory leaves no names behind
     "MENTIONS": "MATCH (x:Entity {name: $key}) WHERE NOT EXISTS { MATCH (x)<-[:MENTIONS]-() } DELETE x",
     "IN_SESSION": "MATCH (x:Session {id: $key}) WHERE NOT EXISTS { MATCH (x)<-[:IN_SESSION]-() } DELETE x",
@@ -85,7 +98,8 @@ SHARED = (
 )
 LINK_RELS = ("EVOLVED_FROM", "RELATED_TO", "DREAM_LINK")  # the edges only the graph holds (sleep jobs write them)
 EXPAND = f"MATCH (a:Memory {{id: $id}})-[r:{'|'.join(LINK_RELS)}*1..$depth]-(b:Memory) RETURN b.id, length(r), properties(rels(r), '_label')"
-COUNT_LINKS = f"MATCH ()-[r:{'|'.join(LINK_RELS)}]->() RETURN count(r)"
+# An image's attached edge does not count: the records answer that hop (an image and its turn share a source turn).
+COUNT_LINKS = f"MATCH ()-[r:{'|'.join(LINK_RELS)}]->() WHERE r.attached IS NULL OR NOT r.attached RETURN count(r)"
 ENTITIES = "MATCH (:Memory {id: $id})-[:MENTIONS]->(e:Entity) RETURN e.name ORDER BY e.name"
 # Serial reading allows quoted newlines; NUL as the null string keeps an empty field an empty string.
 COPY_CSV = "COPY {table} FROM '{path}' (header=true, parallel=false, null_strings=['\\u0000'])"
@@ -108,7 +122,8 @@ def _release(path: Path) -> None:
 
 def _schema() -> list[str]:
     nodes = [f"CREATE NODE TABLE IF NOT EXISTS {name}({columns})" for name, columns in NODE_TABLES.items()]
-    return nodes + [f"CREATE REL TABLE IF NOT EXISTS {name}({columns})" for name, columns in REL_TABLES.items()]
+    rels = [f"CREATE REL TABLE IF NOT EXISTS {name}({columns})" for name, columns in REL_TABLES.items()]
+    return [*nodes, *rels, ADD_ATTACHED]
 
 
 def _naive_utc(at: datetime) -> datetime:
@@ -124,6 +139,7 @@ class _Projection:
     sessions: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> namespace, session_id
     entities: set[str] = field(default_factory=set)
     edges: dict[str, list[Edge]] = field(default_factory=lambda: {"MENTIONS": [], "IN_SESSION": [], "NEXT": []})
+    attached: list[Edge] = field(default_factory=list)  # image -> its turn's memory (RELATED_TO)
 
 
 def _project(memories: Iterable[GraphMemory]) -> _Projection:
@@ -139,6 +155,8 @@ def _project(memories: Iterable[GraphMemory]) -> _Projection:
         p.edges["MENTIONS"].extend((m.memory_id, name) for name in names)
         if m.previous_in_session is not None:
             p.edges["NEXT"].append((m.previous_in_session, m.memory_id))
+        if m.attached_to is not None:
+            p.attached.append((m.memory_id, m.attached_to))
     return p
 
 
@@ -151,6 +169,7 @@ def _write_csvs(directory: Path, p: _Projection) -> dict[str, Path]:
         "MENTIONS": p.edges["MENTIONS"],
         "IN_SESSION": p.edges["IN_SESSION"],
         "NEXT": [(src, dst) for src, dst in p.edges["NEXT"] if src in p.memories],
+        "RELATED_TO": [(src, dst, str(ATTACHED_WEIGHT), "true") for src, dst in p.attached if dst in p.memories],
     }
     files: dict[str, Path] = {}
     for table, rows in tables.items():
@@ -266,7 +285,7 @@ class KuzuGraph:
             await self._call("upsert", self._transaction, lambda: self._upsert_sync(_project(memories)))
 
     def _upsert_sync(self, p: _Projection) -> None:
-        present = self._present([*p.memories, *(src for src, _ in p.edges["NEXT"])])
+        present = self._present([*p.memories, *(src for src, _ in p.edges["NEXT"]), *(dst for _, dst in p.attached)])
         old = [{"id": i} for i in p.memories if i in present]
         previous = {rel: self._batch(query, old) for rel, query in UNLINK.items()}  # before writing: scans stay fast
         rows = [{"id": i, "namespace": ns, "type": kind, "created_at": at} for i, (ns, kind, at) in p.memories.items()]
@@ -278,7 +297,19 @@ class KuzuGraph:
         next_edges = [(src, dst) for src, dst in p.edges["NEXT"] if src in present or src in p.memories]
         for rel, pairs in {**p.edges, "NEXT": next_edges}.items():
             self._batch(LINK[rel], [{"src": s, "dst": d} for s, d in pairs], many=LINK_MANY.format(rel=rel))
+        self._link_attached(p, present)
         self._drop_orphans(previous)
+
+    def _link_attached(self, p: _Projection, present: set[str]) -> None:
+        """Replace each image's RELATED_TO edge to its turn's memory (when that memory is in the graph)."""
+        self._batch(UNLINK_ATTACHED, [{"id": s} for s, _ in p.attached if s in present])
+        rows = [
+            {"src": s, "dst": d, "weight": ATTACHED_WEIGHT} for s, d in p.attached if d in present or d in p.memories
+        ]
+        if len(rows) > INDEX_LOOKUPS:
+            self._run(LINK_ATTACHED_MANY, rows=[{**row, "attached": True} for row in rows])
+        else:
+            self._batch(LINK_ATTACHED, rows)
 
     def _present(self, ids: list[str]) -> set[str]:
         """Which of these memories are in the graph: by index for a few ids, from one scan of all ids for many."""

@@ -21,6 +21,7 @@ from agent_memory.storage.records import SqliteRecords
 
 log = logging.getLogger(__name__)
 TEXT = "text"
+IMAGE = "image"
 
 
 def vector_payload(memory: Memory) -> dict[str, str | int]:
@@ -100,15 +101,27 @@ class Projector:
     async def _apply(self, items: Sequence[OutboxItem]) -> None:
         ids = list(dict.fromkeys(item.memory_id for item in items))
         try:
-            memories = await self._records.embeddings(ids)
-            gone = [i for i in ids if i not in memories]
+            memories = await self._records.get_memories(ids)
+            gone = [MemoryId(i) for i in ids if i not in memories]
             if memories:
-                await self._graph.upsert_memories(await self._records.graph_memories(list(memories)))
-                await self._vectors.upsert(TEXT, vector_items(memories))
+                await self._project(memories)
             if gone:
                 await self._graph.delete_memories(gone)
                 await self._vectors.delete(TEXT, gone)
+                await self._vectors.delete(IMAGE, gone)
         except Exception as exc:
             await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock(), error=repr(exc))
             raise
         await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock())
+
+    async def _project(self, memories: dict[str, Memory]) -> None:
+        """Each memory as it is now: graph node and edges, its text vector, its CLIP vector if it is an image.
+        A memory with no text vector (an image without a caption) is taken out of the text collection."""
+        text = await self._records.stored_vectors(memories)
+        images = await self._records.stored_vectors(memories, image=True)
+        await self._graph.upsert_memories(await self._records.graph_memories(list(memories)))
+        await self._vectors.upsert(TEXT, vector_items(text))
+        if untexted := [MemoryId(i) for i in memories if i not in text]:
+            await self._vectors.delete(TEXT, untexted)
+        if images:
+            await self._vectors.upsert(IMAGE, vector_items(images))

@@ -47,13 +47,21 @@ class RecallQueries:
         )
         return [(r[0], bytes(r[1]) if r[1] is not None else None) for r in rows]
 
+    async def has_images(self, namespace: str) -> bool:
+        """Whether the namespace holds an active image memory (a partial index answers it)."""
+        rows = await self._fetch(
+            "SELECT 1 FROM memories WHERE namespace = ? AND status = 'active' AND media = 'image' LIMIT 1",
+            (namespace,),
+        )
+        return bool(rows)
+
     async def memories_at(self, namespace: str, positions: Sequence[tuple[int, int]]) -> dict[tuple[int, int], str]:
         """The memory made from the turn logged at each (segment, offset), where the turn became one."""
         found: dict[tuple[int, int], str] = {}
         for segment, offset in positions:
             rows = await self._fetch(
                 "SELECT m.memory_id FROM turns t JOIN memories m ON m.source_turn_id = t.turn_id "
-                "WHERE t.segment = ? AND t.offset = ? AND t.namespace = ? AND m.generation = 0",
+                "WHERE t.segment = ? AND t.offset = ? AND t.namespace = ? AND m.generation = 0 AND m.media = 'text'",
                 (segment, offset, namespace),
             )
             if rows:
@@ -64,8 +72,9 @@ class RecallQueries:
         self, seeds: Sequence[str], namespace: str, *, depth: int, fanout: int
     ) -> list[GraphStep]:
         """The graph's structural hops, answered from the rows that define them: turns within `depth` places of
-        a seed in its session (NEXT), and memories sharing an entity that at most `fanout` memories mention
-        (MENTIONS; a speaker's own name links nothing in particular). Active memories of the seed's namespace."""
+        a seed in its session (NEXT), an image and the turn it was shared in (RELATED_TO), and memories sharing an
+        entity that at most `fanout` memories mention (MENTIONS; a speaker's own name links nothing in
+        particular). Active memories of the seed's namespace."""
         if not seeds or depth <= 0:
             return []
         marks = ",".join("?" * len(seeds))
@@ -77,9 +86,21 @@ class RecallQueries:
             (depth, depth, *seeds),
         )
         steps = [GraphStep(r[0], r[1], int(r[2]), "NEXT") for r in near]
+        steps += await self._attachments(seeds)
         if fanout > 0:
             steps += await self._shared_entities(seeds, namespace, fanout)
         return steps
+
+    async def _attachments(self, seeds: Sequence[str]) -> list[GraphStep]:
+        """Images and the memory of the turn they were shared in, both ways: one hop (an indexed lookup)."""
+        marks = ",".join("?" * len(seeds))
+        rows = await self._fetch(
+            "SELECT o.memory_id, s.memory_id FROM memories s JOIN memories o ON o.source_turn_id = s.source_turn_id "
+            f"WHERE s.memory_id IN ({marks}) AND o.media <> s.media AND o.generation = 0 AND s.generation = 0 "
+            "AND o.status = 'active'",
+            seeds,
+        )
+        return [GraphStep(r[0], r[1], 1, "RELATED_TO") for r in rows]
 
     async def _shared_entities(self, seeds: Sequence[str], namespace: str, fanout: int) -> list[GraphStep]:
         """Two indexed steps, in this order on purpose (CROSS JOIN): left to itself the planner scanned the whole

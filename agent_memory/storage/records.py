@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +21,7 @@ from agent_memory.errors import ClosedError, MemoryNotFound, StorageError
 from agent_memory.models import (
     GraphMemory,
     LogPosition,
+    Media,
     Memory,
     MemoryId,
     MemoryType,
@@ -28,7 +29,15 @@ from agent_memory.models import (
     TurnRow,
 )
 from agent_memory.storage.recall_records import RecallQueries
-from agent_memory.storage.rows import MEMORY_COLUMNS, TurnCommit, memory_row, migrations, ts, turn_row
+from agent_memory.storage.rows import (
+    MEMORY_COLUMNS,
+    ImageCommit,
+    TurnCommit,
+    memory_row,
+    migrations,
+    ts,
+    turn_row,
+)
 
 
 class SqliteRecords(RecallQueries):
@@ -155,6 +164,12 @@ class SqliteRecords(RecallQueries):
             for commit in commits:
                 await _insert_turn(db, commit, now)
 
+    async def commit_images(self, images: Sequence[ImageCommit], *, now: datetime) -> None:
+        """Image memories not attached to a turn, with their outbox rows: all or nothing."""
+        async with self.transaction() as db:
+            for image in images:
+                await _insert_image(db, image, now)
+
     # ----- memories ----------------------------------------------------------------------------------
 
     async def find_memory(self, memory_id: str) -> Memory | None:
@@ -207,15 +222,30 @@ class SqliteRecords(RecallQueries):
                     session_id=memory.session_id,
                     previous_in_session=previous,
                     entities=memory.entities,
+                    attached_to=await self._attached_to(memory),
                 )
             )
         return result
 
-    async def all_graph_memories(self) -> list[GraphMemory]:
-        """Every memory as the graph projects it, in one pass (a window function finds NEXT)."""
+    async def _attached_to(self, memory: Memory) -> MemoryId | None:
+        """For an image shared in a turn: the memory that turn's text became, if it was kept."""
+        if memory.media is not Media.IMAGE or memory.source_turn_id is None:
+            return None
         rows = await self._fetch(
-            "SELECT memory_id, namespace, memory_type, created_at, session_id, "
-            "LAG(memory_id) OVER (PARTITION BY namespace, session_id ORDER BY turn_number) FROM memories"
+            "SELECT memory_id FROM memories WHERE source_turn_id = ? AND media = 'text' AND generation = 0 LIMIT 1",
+            (memory.source_turn_id,),
+        )
+        return MemoryId(rows[0][0]) if rows else None
+
+    async def all_graph_memories(self) -> list[GraphMemory]:
+        """Every memory as the graph projects it, in one pass (a window function finds NEXT; images stand outside
+        the NEXT chain and link to their turn's memory instead)."""
+        rows = await self._fetch(
+            "SELECT m.memory_id, m.namespace, m.memory_type, m.created_at, m.session_id, "
+            "CASE WHEN m.media = 'text' THEN "
+            "LAG(m.memory_id) OVER (PARTITION BY m.namespace, m.session_id, m.media ORDER BY m.turn_number) END, "
+            "CASE WHEN m.media = 'image' THEN (SELECT t.memory_id FROM memories t WHERE t.source_turn_id = "
+            "m.source_turn_id AND t.media = 'text' AND t.generation = 0 LIMIT 1) END FROM memories m"
         )
         entity_rows = await self._fetch("SELECT memory_id, entity FROM memory_entities ORDER BY entity")
         entities: dict[str, list[str]] = {}
@@ -230,6 +260,7 @@ class SqliteRecords(RecallQueries):
                 session_id=r[4],
                 previous_in_session=MemoryId(r[5]) if r[4] is not None and r[5] else None,
                 entities=tuple(entities.get(r[0], ())),
+                attached_to=MemoryId(r[6]) if r[6] else None,
             )
             for r in rows
         ]
@@ -245,19 +276,31 @@ class SqliteRecords(RecallQueries):
         )
         return MemoryId(rows[0][0]) if rows else None
 
-    async def embeddings(self, memory_ids: Sequence[str]) -> dict[str, tuple[bytes, Memory]]:
-        memories = await self.get_memories(memory_ids)
+    async def embeddings(self, memory_ids: Sequence[str], *, image: bool = False) -> dict[str, tuple[bytes, Memory]]:
+        """The stored vectors of these memories, with the memories: the text ones, or with `image` the CLIP ones.
+        A memory without that vector (an image with no caption has no text vector) is left out."""
+        return await self.stored_vectors(await self.get_memories(memory_ids), image=image)
+
+    async def stored_vectors(
+        self, memories: Mapping[str, Memory], *, image: bool = False
+    ) -> dict[str, tuple[bytes, Memory]]:
+        column = "image_embedding" if image else "embedding"
         found: dict[str, tuple[bytes, Memory]] = {}
         ids = list(memories)
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             rows = await self._fetch(
-                f"SELECT memory_id, embedding FROM memories WHERE memory_id IN ({marks}) AND embedding IS NOT NULL",
+                f"SELECT memory_id, {column} FROM memories WHERE memory_id IN ({marks}) AND {column} IS NOT NULL",
                 chunk,
             )
             found.update({r[0]: (bytes(r[1]), memories[r[0]]) for r in rows})
         return found
+
+    async def embedded_ids(self, *, image: bool = False) -> set[str]:
+        """The memories that have a text vector (or with `image`, a CLIP vector): what each collection must hold."""
+        column = "image_embedding" if image else "embedding"
+        return {r[0] for r in await self._fetch(f"SELECT memory_id FROM memories WHERE {column} IS NOT NULL")}
 
     # ----- outbox ------------------------------------------------------------------------------------
 
@@ -287,6 +330,11 @@ class SqliteRecords(RecallQueries):
 
     # ----- access and retrieval events ---------------------------------------------------------------
 
+    async def decision_policies(self) -> list[tuple[str, int]]:
+        """How many save decisions each policy version took."""
+        rows = await self._fetch("SELECT policy, count(*) FROM save_decisions GROUP BY policy ORDER BY 2 DESC")
+        return [(str(r[0]), int(r[1])) for r in rows]
+
     async def counts(self) -> dict[str, int]:
         tables = (
             "turns",
@@ -303,6 +351,7 @@ class SqliteRecords(RecallQueries):
         rows = await self._fetch("SELECT status, count(*) FROM memories GROUP BY status")
         result.update({f"memories_{status}": int(n) for status, n in rows})
         result["sessions"] = int((await self._fetch("SELECT count(DISTINCT session_id) FROM turns"))[0][0])
+        result["images"] = int((await self._fetch("SELECT count(*) FROM memories WHERE media = 'image'"))[0][0])
         return result
 
     async def schema_version(self) -> int:
@@ -355,11 +404,11 @@ async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: dateti
         ),
     )
     if memory is not None:
-        await _insert_memory(db, memory, commit, turn.turn_number)
-        await db.execute(
-            "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)",
-            (memory.memory_id, ts(now)),
-        )
+        fast = commit.decision.path.value == "fast"
+        await _insert_memory(db, memory, commit.embedding, commit.embedding_model, fast=fast)
+        await _enqueue(db, memory.memory_id, now)
+    for image in commit.images:
+        await _insert_image(db, image, now)
     await db.execute(
         "INSERT INTO save_decisions (turn_id, memory_id, decided_at, path, save, memory_type, confidence, "
         "importance, reason, features, inputs, policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -385,12 +434,37 @@ async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: dateti
         )
 
 
-async def _insert_memory(db: aiosqlite.Connection, m: Memory, commit: TurnCommit, turn_number: int) -> None:
+async def _enqueue(db: aiosqlite.Connection, memory_id: str, now: datetime) -> None:
+    await db.execute(
+        "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)", (memory_id, ts(now))
+    )
+
+
+async def _insert_image(db: aiosqlite.Connection, image: ImageCommit, now: datetime) -> None:
+    memory = image.memory
+    await _insert_memory(
+        db, memory, image.embedding, image.embedding_model, image=(image.image_embedding, image.image_model)
+    )
+    await _enqueue(db, memory.memory_id, now)
+
+
+async def _insert_memory(
+    db: aiosqlite.Connection,
+    m: Memory,
+    embedding: bytes | None,
+    embedding_model: str,
+    *,
+    fast: bool = False,
+    image: tuple[bytes, str] | None = None,
+) -> None:
+    """A memory row and its entities; `image` is (CLIP vector, model name) for an image memory."""
+    image_embedding, image_model = image or (None, None)
     await db.execute(
         "INSERT INTO memories (memory_id, namespace, memory_type, content, keywords, created_at, event_at, "
         "generation, tier, status, valence, arousal, surprise, importance, confidence, decay_score, fast_path, "
-        "source_turn_id, session_id, turn_number, revision, embedding, embedding_model) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "source_turn_id, session_id, turn_number, revision, embedding, embedding_model, media, media_sha256, "
+        "media_path, image_embedding, image_model) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             m.memory_id,
             m.namespace,
@@ -408,13 +482,18 @@ async def _insert_memory(db: aiosqlite.Connection, m: Memory, commit: TurnCommit
             m.importance,
             m.confidence,
             m.decay_score,
-            int(commit.decision.path.value == "fast"),
+            int(fast),
             m.source_turn_id,
             m.session_id,
-            turn_number,
+            m.turn_number,
             m.revision,
-            commit.embedding,
-            commit.embedding_model,
+            embedding,
+            embedding_model,
+            m.media.value,
+            m.media_sha256,
+            m.media_path,
+            image_embedding,
+            image_model,
         ),
     )
     await db.executemany(

@@ -10,7 +10,10 @@ from importlib import resources
 from typing import Any
 
 from agent_memory.models import (
+    EmotionalContext,
+    Extraction,
     LogPosition,
+    Media,
     Memory,
     MemoryId,
     MemoryStatus,
@@ -21,14 +24,26 @@ from agent_memory.models import (
     Tier,
     TurnId,
     TurnRow,
+    new_id,
 )
 
 MEMORY_COLUMNS = (
     "memory_id, namespace, memory_type, content, keywords, created_at, event_at, last_accessed_at, "
     "access_count, generation, tier, status, superseded_by, valence, arousal, surprise, importance, "
     "confidence, decay_score, source_turn_id, session_id, revision, turn_number, "
-    "(SELECT t.role FROM turns t WHERE t.turn_id = memories.source_turn_id)"
+    "(SELECT t.role FROM turns t WHERE t.turn_id = memories.source_turn_id), media, media_sha256, media_path"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ImageCommit:
+    """One image memory's row: the memory (media 'image'), its CLIP vector, and its caption's text vector if any."""
+
+    memory: Memory
+    image_embedding: bytes
+    image_model: str
+    embedding: bytes | None = None
+    embedding_model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +57,75 @@ class TurnCommit:
     embedding_model: str = ""
     fills_gap: str | None = None
     """An open retrieval gap this memory fills: closed in the same transaction."""
+    images: tuple[ImageCommit, ...] = ()
+    """Image memories of the images shared with the turn, committed with it whatever the text's decision."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredImage:
+    """An image read, decoded and CLIP-embedded, on its way to data_dir/images and an image memory."""
+
+    data: bytes
+    sha256: str
+    media_path: str  # relative to data_dir: "images/<sha256>.<ext>"
+    label: str  # an uncaptioned image memory's content: "[image] <file name>"
+    vector: bytes  # CLIP's, little-endian float32
+    model: str  # the image embedder that made it
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePlace:
+    """Where an image memory belongs: its namespace, session and time, and the turn it was shared in if any."""
+
+    namespace: str
+    session_id: str | None
+    at: datetime
+    turn_id: TurnId | None = None
+
+
+def image_commit(
+    image: StoredImage,
+    where: ImagePlace,
+    now: datetime,
+    *,
+    emotion: EmotionalContext | None = None,
+    caption: str | None = None,
+    extraction: Extraction | None = None,
+    embedding: tuple[bytes, str] | None = None,
+) -> ImageCommit:
+    """An image as a memory: episodic, generation 0, its content the caption (or "[image]" and a file name), the
+    emotion of the turn it was shared in; `embedding` is the caption's text vector and its model."""
+    found, mood = extraction or Extraction((), ()), emotion or EmotionalContext()
+    memory = Memory(
+        memory_id=MemoryId(new_id()),
+        namespace=where.namespace,
+        memory_type=MemoryType.EPISODIC,
+        content=caption or image.label,
+        keywords=found.keywords,
+        entities=found.entities,
+        created_at=now,
+        event_at=where.at,
+        last_accessed_at=None,
+        access_count=0,
+        generation=0,
+        tier=Tier.HOT,
+        status=MemoryStatus.ACTIVE,
+        superseded_by=None,
+        valence=mood.valence,
+        arousal=mood.arousal,
+        surprise=0.0,
+        importance=0.5,
+        confidence=1.0,
+        decay_score=1.0,
+        source_turn_id=where.turn_id,
+        session_id=where.session_id,
+        revision=1,
+        media=Media.IMAGE,
+        media_sha256=image.sha256,
+        media_path=image.media_path,
+    )
+    text, text_model = embedding or (None, "")
+    return ImageCommit(memory, image.vector, image.model, text, text_model)
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -102,6 +186,9 @@ def memory_row(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> M
         revision=r[21],
         turn_number=r[22],
         role=Role(r[23]) if r[23] else None,
+        media=Media(r[24]),
+        media_sha256=r[25],
+        media_path=r[26],
     )
 
 

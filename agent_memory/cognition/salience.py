@@ -222,9 +222,13 @@ _GREETING = frozenset(
 )
 
 
+_ABBREVIATION = re.compile(r"\b(Dr|Mr|Mrs|Ms|Mx|Prof|St|Jr|Sr|Mt|vs|etc|approx|No)\.", re.IGNORECASE)
+
+
 def text_features(text: str) -> TextFeatures:
-    """The features of a turn. A transcript's speaker label ("Maria: ...") is not part of what was said."""
-    text = _SPEAKER.sub("", text, count=1)
+    """The features of a turn. A transcript's speaker label ("Maria: ...") is not part of what was said, and the
+    period of "Dr." ends no sentence (or "Dr. Carvalho" would open one and not count as a name)."""
+    text = _ABBREVIATION.sub(r"\1", _SPEAKER.sub("", text, count=1))
     sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip()] or [text]
     return TextFeatures(
         words=len(_WORD.findall(text)),

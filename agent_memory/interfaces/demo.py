@@ -36,8 +36,10 @@ async def run_demo(conversation: Path | None, *, data_dir: Path | None, config: 
     config = config.model_copy(update={"data_dir": directory})
     turns = list(read_jsonl(path))
     print(f"agent-memory demo: {len(turns)} turns from {path.name} into {directory}")
-    print("Every turn is logged. Each is kept as a memory unless it is phatic (greetings, thanks, 'ok');")
-    print("a kept memory is stored with the entities in brackets, which become MENTIONS edges in the graph.\n")
+    print("Every turn is logged. The save decision keeps a turn as a memory when it is worth it (names, dates,")
+    print("facts, plans, preferences, emotion, novelty, a reply to a question) and drops greetings, reactions and")
+    print("boilerplate; each line says which, and why. A kept memory is shown with its type and the entities in")
+    print("brackets, which become MENTIONS edges in the graph.\n")
     async with MemoryManager.open(config) as manager:
         started = time.perf_counter()
         for session_id, group in groupby(turns, key=lambda t: t.session_id):
@@ -48,10 +50,10 @@ async def run_demo(conversation: Path | None, *, data_dir: Path | None, config: 
                 mark = "kept   " if result.saved else "skipped"
                 text = textwrap.shorten(str(turn.content), 70, placeholder="...")
                 print(f"  {mark} {turn.role:<9} {text}")
-                if result.memory_id is None:
-                    print(f"          why: {result.reason}")
-                elif entities := (await manager.get(result.memory_id)).entities:
-                    print(f"          [{', '.join(entities)}]")
+                print(f"          why: {result.reason}")
+                if result.memory_id is not None:
+                    memory = await manager.get(result.memory_id)
+                    print(f"          {memory.memory_type.value} [{', '.join(memory.entities)}]")
         await manager.flush()
         elapsed = time.perf_counter() - started
         before = await manager.stats()

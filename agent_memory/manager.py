@@ -48,7 +48,7 @@ from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.lock import OwnerLock
 from agent_memory.storage.outbox import IMAGE, TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
-from agent_memory.storage.rows import ImagePlace, image_commit
+from agent_memory.storage.rows import ImagePlace, StoredImage, image_commit
 from agent_memory.validation import (
     check_content,
     check_emotion,
@@ -214,17 +214,21 @@ class MemoryManager(ReadPath, WritePath):
     async def image_memory_off(self) -> str | None:
         """Why image memory is off (the one message logged at start), or None when it is on."""
         self._check_open()
+        return await self._image_reason()
+
+    async def _image_reason(self) -> str | None:
+        """The check's answer; usable while opening too (crash recovery may restore images)."""
         assert self._image_check is not None
         return await asyncio.shield(self._image_check)
 
     async def _images_on(self) -> ClipEmbedder | None:
         """The image embedder, once image memory is known to be on; None when it is off."""
-        return None if await self.image_memory_off() else self.image_embedder
+        return None if await self._image_reason() else self.image_embedder
 
     async def _require_images(self) -> ClipEmbedder:
         clip = await self._images_on()
         if clip is None:
-            raise ImageMemoryUnavailable(await self.image_memory_off() or "Image memory is off")
+            raise ImageMemoryUnavailable(await self._image_reason() or "Image memory is off")
         return clip
 
     # ----- the write path ----------------------------------------------------------------------------
@@ -270,8 +274,9 @@ class MemoryManager(ReadPath, WritePath):
                     str(t.content),
                     t.at or now,
                     check_emotion(t.emotional_context),
+                    images=tuple(image.media_path for image in shared),
                 )
-                for t, role in checked
+                for (t, role), shared in zip(checked, images, strict=True)
             ]
             await self._store_images(images)
             positions = await self.journal.append_many(records)
@@ -324,8 +329,21 @@ class MemoryManager(ReadPath, WritePath):
             fresh.append((position, record))
         if fresh:
             log.warning("recovery: indexing %d turns found in the log but not in SQLite", len(fresh))
-            await self._commit([r for _, r in fresh], [p for p, _ in fresh])
+            images = await self._recovered_images([r for _, r in fresh])
+            await self._commit([r for _, r in fresh], [p for p, _ in fresh], images)
             self.recovered_turns = len(fresh)
+
+    async def _recovered_images(self, records: Sequence[LogRecord]) -> list[list[StoredImage]]:
+        """The images a recovered turn named, read back from data_dir/images (written before its log line).
+        With image memory off, or a file gone, the turn is recovered without them, and the log says so."""
+        paths = [[self.config.data_dir / path for path in record.images] for record in records]
+        if not any(paths):
+            return [[] for _ in records]
+        try:
+            return await self._prepare_images(paths)
+        except (ImageMemoryUnavailable, InvalidInput) as exc:
+            log.warning("recovery: the turns' images cannot be restored (%s); their text is", exc)
+            return [[] for _ in records]
 
     async def remember_image(
         self,

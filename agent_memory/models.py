@@ -123,6 +123,9 @@ class LogRecord:
     at: datetime
     emotional_context: EmotionalContext | None
     checksum: str = ""
+    images: tuple[str, ...] = ()
+    """The images shared with the turn, as the store keeps them ("images/<sha256>.<ext>"), never their bytes:
+    enough for crash recovery to rebuild their memories from the files written before the log line."""
 
 
 @dataclass(frozen=True, slots=True)

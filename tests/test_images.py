@@ -288,3 +288,34 @@ async def test_images_survive_a_reopen_and_doctor_rebuilds_their_collection(
         results = await manager.retrieve(image=IMAGES[0], k=10)
         assert results[0].memory.memory_id == shared.image_memory_ids[0]
         assert any(r.memory.memory_id == shared.memory_id and "graph" in r.layers for r in results)
+
+
+async def test_a_turn_logged_with_images_but_not_committed_gets_them_back(
+    image_config: Config, embedder: Embedder, clip: ClipEmbedder
+) -> None:
+    from agent_memory.models import LogRecord, Role, TurnId, new_id, utc_now
+
+    sha = hashlib.sha256(IMAGES[2]).hexdigest()
+    async with MemoryManager.open(image_config, embedder=embedder, image_embedder=clip) as manager:
+        shown = await manager.process_turn("s1", 0, "The view from the castle.", images=[IMAGES[1]])
+        logged = await manager.read_turn(shown.turn_id)
+        assert logged.images == (f"images/{hashlib.sha256(IMAGES[1]).hexdigest()}.png",)
+        folder = image_config.data_dir / "images"
+        (folder / f"{sha}.png").write_bytes(IMAGES[2])  # what a crash after the file and the log line leaves
+        orphan = LogRecord(
+            TurnId(new_id()),
+            "default",
+            "s1",
+            1,
+            Role.USER,
+            "And the tram we took up the hill.",
+            utc_now(),
+            None,
+            images=(f"images/{sha}.png",),
+        )
+        await manager.journal.append(orphan)
+    async with MemoryManager.open(image_config, embedder=embedder, image_embedder=clip) as manager:
+        assert manager.recovered_turns == 1
+        best = (await manager.retrieve(image=IMAGES[2], k=3))[0].memory
+        assert best.media_path == f"images/{sha}.png" and best.source_turn_id == orphan.turn_id
+        assert (await manager.doctor()).consistent

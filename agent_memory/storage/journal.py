@@ -43,7 +43,7 @@ def record_to_dict(record: LogRecord) -> dict[str, Any]:
         "content": record.content,
         "at": record.at.isoformat(),
         "emotional_context": emotion,
-    }
+    } | ({"images": list(record.images)} if record.images else {})  # absent when empty: older lines stay valid
 
 
 def checksum_of(body: dict[str, Any]) -> str:
@@ -76,6 +76,7 @@ def decode_record(raw: bytes, where: str) -> LogRecord:
         at=datetime.fromisoformat(data["at"]),
         emotional_context=EmotionalContext.from_mapping(data["emotional_context"]),
         checksum=stored,
+        images=tuple(str(path) for path in data.get("images", ())),
     )
 
 

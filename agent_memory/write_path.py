@@ -13,12 +13,9 @@ data_dir/images before the commit, and become image memories in the turn's trans
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import os
-import tempfile
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -54,11 +51,11 @@ from agent_memory.models import (
 )
 from agent_memory.policy.controller import Policy, TurnSignals, Verdict, surprise_of
 from agent_memory.storage.base import VectorStore
+from agent_memory.storage.image_files import read_for_store, write_files
 from agent_memory.storage.journal import JsonlJournal, encode_record
 from agent_memory.storage.outbox import TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, TurnCommit, image_commit
-from agent_memory.validation import image_extension, read_image
 
 log = logging.getLogger(__name__)
 RECENT_VECTORS = 1024
@@ -68,8 +65,6 @@ LAST_TURNS = 10_000
 UNKNOWN_NOVELTY = 0.5
 """Novelty in an empty namespace: with nothing remembered there is nothing to be surprised against, so the first
 turns of a new user are neither novel nor familiar (they would otherwise all take the fast path)."""
-IMAGES_DIR = "images"
-"""Where the store keeps the images it remembers, under data_dir: `<sha256>.<ext>`, one file per distinct image."""
 
 
 @dataclass(slots=True)
@@ -418,7 +413,7 @@ class WritePath:
         if not flat:
             return [[] for _ in groups]
         clip = await self._require_images()
-        read = await asyncio.to_thread(lambda: [_read(index, item) for index, item in enumerate(flat)])
+        read = await asyncio.to_thread(lambda: [read_for_store(index, item) for index, item in enumerate(flat)])
         vectors = await clip.embed_images([data for data, *_ in read])
         stored = iter(
             [StoredImage(*found, v.astype("<f4").tobytes(), clip.name) for found, v in zip(read, vectors, strict=True)]
@@ -430,42 +425,6 @@ class WritePath:
         files = {image.media_path: image.data for group in groups for image in group}
         if files:
             await asyncio.to_thread(write_files, self.config.data_dir, files)
-
-
-def _read(index: int, item: bytes | Path) -> tuple[bytes, str, str, str]:
-    """The bytes, their SHA-256, where the store keeps them, and the label an uncaptioned image memory gets."""
-    data, name = read_image(index, item)
-    sha256 = hashlib.sha256(data).hexdigest()
-    file_name = f"{sha256}.{image_extension(data)}"
-    return data, sha256, f"{IMAGES_DIR}/{file_name}", f"[image] {name or file_name}"
-
-
-def write_files(root: Path, files: Mapping[str, bytes]) -> None:
-    """Write each file (a path relative to `root`) whole: to a temporary name, fsynced, renamed; then fsync its
-    folder. The names are content hashes, so a file already there holds these bytes and is left alone."""
-    folders = set()
-    for relative, data in files.items():
-        path = root / relative
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        folders.add(path.parent)
-        if path.is_file() and path.stat().st_size == len(data):
-            continue
-        fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(partial, path)
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
-            raise
-    for folder in folders:
-        folder_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(folder_fd)
-        finally:
-            os.close(folder_fd)
 
 
 def _asks(text: str | None) -> bool:

@@ -111,6 +111,17 @@ class DecayConfig(_Section):
     """A consolidated memory (generation >= 1) never decays below this."""
 
 
+class SleepConfig(_Section):
+    warm_below: float = Field(default=0.5, ge=0.0, le=1.0)
+    """A memory whose decay score falls below this moves from the hot tier to warm."""
+    cold_below: float = Field(default=0.1, ge=0.0, le=1.0)
+    """... and below this, to cold. A consolidated memory (generation >= 1) is never cold."""
+    hot_tier_threshold: int = Field(default=500, ge=1)
+    """More hot memories than this in the store calls for consolidation (the tiering report says so)."""
+    page_size: int = Field(default=2000, ge=1)
+    """Memories a job reads and writes per transaction, so a large store never blocks writers for long."""
+
+
 class ExtractionConfig(_Section):
     max_keywords: int = Field(default=8, ge=0)
     max_entities: int = Field(default=12, ge=0)
@@ -190,6 +201,7 @@ class Config(_Section):
     llm: LLMConfig = LLMConfig()
     save: SaveConfig = SaveConfig()
     image: ImageConfig = ImageConfig()
+    sleep: SleepConfig = SleepConfig()
 
     @field_validator("data_dir", mode="after")
     @classmethod

@@ -364,3 +364,17 @@ class Context:
         lines += [f"  + #{i.result.rank} {i.memory.memory_id} {i.result.explain()}" for i in self.items]
         lines += [f"  - #{e.rank} {e.memory_id} {e.reason}" for e in self.excluded]
         return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    """One run of a sleep job, as its report row says."""
+
+    run_id: int
+    job: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: str
+    """"running", "ok" or "failed"."""
+    counts: Mapping[str, Any]
+    error: str | None

@@ -8,6 +8,8 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 from agent_memory.config import Config, load_config
 from agent_memory.errors import AgentMemoryError
 from agent_memory.manager import MemoryManager
-from agent_memory.models import RetrievalResult
+from agent_memory.models import JobRun, RetrievalResult
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--ablate", action="store_true", help="also score each layer alone and each signal added")
     bench.add_argument("--limit", type=int, help="ask only the first N questions (and ingest only their data)")
 
+    for job, what in (
+        ("decay", "score how strongly each memory is still held"),
+        ("tier", "move memories between tiers"),
+    ):
+        run = commands.add_parser(job, help=f"sleep job, once: {what}")
+        run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
+        run.add_argument("--json", action="store_true")
+    jobs = commands.add_parser("jobs", help="the latest sleep job runs and their reports")
+    jobs.add_argument("--job", help="only this job")
+    jobs.add_argument("--limit", type=int, default=20)
+    jobs.add_argument("--json", action="store_true")
+
     demo = commands.add_parser("demo", help="ingest a sample conversation, answer questions, reopen")
     demo.add_argument("--data", type=Path, help="a JSONL conversation (default: data/sample_conversation.jsonl)")
     return parser
@@ -110,6 +124,14 @@ def _budgets(text: str) -> list[int]:
     if not budgets or min(budgets) < 1:
         raise argparse.ArgumentTypeError(f"budgets must be positive, got {text!r}")
     return budgets
+
+
+def _aware_time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -242,6 +264,36 @@ async def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     return 0 if report.consistent else 1
 
 
+async def cmd_job(config: Config, args: argparse.Namespace) -> int:
+    from agent_memory.sleep.jobs import run_job
+
+    async with MemoryManager.open(config) as manager:
+        run = await run_job(manager, args.command, now=args.now)
+    print(json.dumps(_run_dict(run), indent=2) if args.json else _run_line(run))
+    return 0 if run.status == "ok" else 1
+
+
+async def cmd_jobs(config: Config, args: argparse.Namespace) -> int:
+    async with MemoryManager.open(config) as manager:
+        runs = await manager.records.job_runs(args.job, limit=args.limit)
+    if args.json:
+        print(json.dumps([_run_dict(r) for r in runs], indent=2))
+    for run in [] if args.json else runs:
+        print(_run_line(run))
+    return 0
+
+
+def _run_dict(run: JobRun) -> dict[str, Any]:
+    finished = run.finished_at.isoformat() if run.finished_at else None
+    return {**asdict(run), "started_at": run.started_at.isoformat(), "finished_at": finished}
+
+
+def _run_line(run: JobRun) -> str:
+    took = f"{(run.finished_at - run.started_at).total_seconds():.2f} s" if run.finished_at else "running"
+    what = run.error or json.dumps(dict(run.counts), sort_keys=True)
+    return f"#{run.run_id} {run.job} {run.status} at {run.started_at.isoformat()} ({took}): {what}"
+
+
 COMMANDS = {
     "ingest": cmd_ingest,
     "search": cmd_search,
@@ -249,6 +301,9 @@ COMMANDS = {
     "bench": cmd_bench,
     "stats": cmd_stats,
     "doctor": cmd_doctor,
+    "decay": cmd_job,
+    "tier": cmd_job,
+    "jobs": cmd_jobs,
 }
 
 if __name__ == "__main__":

@@ -38,9 +38,10 @@ from agent_memory.storage.rows import (
     ts,
     turn_row,
 )
+from agent_memory.storage.sleep_records import SleepQueries
 
 
-class SqliteRecords(RecallQueries):
+class SqliteRecords(RecallQueries, SleepQueries):
     def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
         self._writer, self._reader = writer, reader
         self._write_lock = asyncio.Lock()

@@ -1,0 +1,44 @@
+"""Running a sleep job once: each run leaves a report row (started, finished, counts, error) whether it succeeds
+or fails, and a failure never escapes as anything but that row and a logged traceback.
+
+The scheduler (the daemon) and the CLI (`agent-memory decay`, `agent-memory tier`) both call `run_job`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from agent_memory.errors import InvalidInput
+from agent_memory.manager import MemoryManager
+from agent_memory.models import JobRun
+from agent_memory.sleep.decay import run_decay, run_tiering
+
+log = logging.getLogger(__name__)
+Job = Callable[[MemoryManager, datetime], Awaitable[dict[str, Any]]]
+
+JOBS: dict[str, Job] = {
+    "decay": lambda m, now: run_decay(m.records, now, m.config.decay, m.config.sleep),
+    "tier": lambda m, now: run_tiering(m.records, now, m.config.sleep),
+}
+
+
+async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = None) -> JobRun:
+    """Run job `name` once at `now` (the manager's clock by default) and return its report row."""
+    job = JOBS.get(name)
+    if job is None:
+        raise InvalidInput(f"No sleep job named {name!r}; the jobs are {', '.join(sorted(JOBS))}")
+    now = now or manager.clock()
+    run_id = await manager.records.start_job(name, now=now)
+    try:
+        counts = await job(manager, now)
+    except Exception as exc:  # CancelledError is a BaseException, so it propagates
+        log.exception("sleep job %s failed; it runs again at its next time", name)
+        await manager.records.finish_job(run_id, now=manager.clock(), counts={}, error=f"{type(exc).__name__}: {exc}")
+    else:
+        log.info("sleep job %s: %s", name, counts)
+        await manager.records.finish_job(run_id, now=manager.clock(), counts=counts)
+    manager.projector.notify()
+    return (await manager.records.job_runs(name, limit=1))[0]

@@ -1,0 +1,114 @@
+"""The SQLite side of the sleep jobs: pages of memories to score, score and tier updates (with the outbox rows a
+tier change needs, since the tier is in the vector payload), and the job report rows."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from agent_memory.models import JobRun, Tier
+from agent_memory.storage.rows import dt, ts
+
+
+@dataclass(frozen=True, slots=True)
+class DecayRow:
+    """What decay and tiering need of one active memory."""
+
+    rowid: int
+    memory_id: str
+    event_at: datetime
+    last_accessed_at: datetime | None
+    access_count: int
+    arousal: float
+    surprise: float
+    generation: int
+    tier: Tier
+    decay_score: float
+
+
+class SleepQueries:
+    if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
+
+        async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]: ...
+
+        def transaction(self) -> AbstractAsyncContextManager[Any]: ...
+
+    async def decay_page(self, after_rowid: int, limit: int) -> list[DecayRow]:
+        """The next `limit` active memories after `after_rowid`, in rowid order: the jobs walk the store in pages."""
+        rows = await self._fetch(
+            "SELECT rowid, memory_id, event_at, last_accessed_at, access_count, arousal, surprise, generation, tier, "
+            "decay_score FROM memories WHERE status = 'active' AND rowid > ? ORDER BY rowid LIMIT ?",
+            (after_rowid, limit),
+        )
+        return [
+            DecayRow(
+                int(r[0]),
+                str(r[1]),
+                datetime.fromisoformat(r[2]),
+                dt(r[3]),
+                int(r[4]),
+                float(r[5]),
+                float(r[6]),
+                int(r[7]),
+                Tier(r[8]),
+                float(r[9]),
+            )
+            for r in rows
+        ]
+
+    async def set_decay_scores(self, scores: Sequence[tuple[str, float]]) -> None:
+        async with self.transaction() as db:
+            await db.executemany("UPDATE memories SET decay_score = ? WHERE memory_id = ?", [(s, m) for m, s in scores])
+
+    async def set_tiers(self, tiers: Sequence[tuple[str, Tier]], *, now: datetime) -> None:
+        """New tiers, and an outbox row each so the vector payload (which carries the tier) follows."""
+        async with self.transaction() as db:
+            await db.executemany("UPDATE memories SET tier = ? WHERE memory_id = ?", [(t.value, m) for m, t in tiers])
+            await db.executemany(
+                "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)",
+                [(m, ts(now)) for m, _ in tiers],
+            )
+
+    async def tier_counts(self) -> dict[str, int]:
+        rows = await self._fetch("SELECT tier, count(*) FROM memories WHERE status = 'active' GROUP BY tier")
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    # ----- job reports -------------------------------------------------------------------------------
+
+    async def start_job(self, job: str, *, now: datetime) -> int:
+        async with self.transaction() as db:
+            cursor = await db.execute("INSERT INTO job_runs (job, started_at) VALUES (?, ?)", (job, ts(now)))
+            return int(cursor.lastrowid or 0)
+
+    async def finish_job(self, run_id: int, *, now: datetime, counts: dict[str, Any], error: str | None = None) -> None:
+        async with self.transaction() as db:
+            await db.execute(
+                "UPDATE job_runs SET finished_at = ?, status = ?, counts = ?, error = ? WHERE run_id = ?",
+                (ts(now), "failed" if error else "ok", json.dumps(counts, sort_keys=True), error, run_id),
+            )
+
+    async def job_runs(self, job: str | None = None, *, limit: int = 50) -> list[JobRun]:
+        """The latest runs, newest first; of one job when `job` is given."""
+        where, params = ("WHERE job = ?", (job, limit)) if job else ("", (limit,))
+        rows = await self._fetch(
+            f"SELECT run_id, job, started_at, finished_at, status, counts, error FROM job_runs {where} "
+            "ORDER BY run_id DESC LIMIT ?",
+            params,
+        )
+        return [
+            JobRun(
+                int(r[0]),
+                str(r[1]),
+                datetime.fromisoformat(r[2]),
+                dt(r[3]),
+                str(r[4]),
+                json.loads(r[5]),
+                r[6],
+            )
+            for r in rows
+        ]

@@ -1,0 +1,133 @@
+"""Sleep jobs with a controlled clock, on the real engines: decay, tiering, the job reports, the CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent_memory import InvalidInput, MemoryManager, TurnInput
+from agent_memory.config import Config, DecayConfig, SleepConfig
+from agent_memory.embeddings.text import Embedder
+from agent_memory.interfaces.cli import main
+from agent_memory.models import Tier
+from agent_memory.scoring import decay_strength
+from agent_memory.sleep.decay import strength_of, tier_of
+from agent_memory.sleep.jobs import JOBS, run_job
+from agent_memory.storage.sleep_records import DecayRow
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+FACTS = [
+    "My sister Ines lives in Berlin and works as an architect.",
+    "I ran the Lisbon 10k in 48:37 on March 22.",
+    "Project Harbor ships on June 3 after the review with Tom.",
+]
+
+
+async def ingest(manager: MemoryManager, emotion: dict[str, float] | None = None) -> list[str]:
+    turns = [TurnInput("s1", i, text, at=T0, emotional_context=emotion) for i, text in enumerate(FACTS)]
+    return [r.memory_id for r in await manager.process_turns(turns) if r.memory_id]
+
+
+def row(**changes: object) -> DecayRow:
+    return replace(DecayRow(1, "m", T0, None, 0, 0.0, 0.0, 0, Tier.HOT, 1.0), **changes)  # type: ignore[arg-type]
+
+
+def test_strength_halves_every_half_life_and_slows_with_arousal_use_and_generation() -> None:
+    decay = DecayConfig()
+    week = T0 + timedelta(days=7)
+    assert strength_of(row(), week, decay) == pytest.approx(0.5)
+    assert strength_of(row(), T0 + timedelta(days=14), decay) == pytest.approx(0.25)
+    assert strength_of(row(arousal=0.9), week, decay) > strength_of(row(arousal=0.1), week, decay)
+    assert strength_of(row(surprise=0.8), week, decay) > strength_of(row(), week, decay)
+    assert strength_of(row(access_count=5), week, decay) > strength_of(row(), week, decay)
+    used = row(last_accessed_at=T0 + timedelta(days=6))
+    assert strength_of(used, week, decay) > strength_of(row(), week, decay)
+    year = T0 + timedelta(days=365)
+    assert strength_of(row(), year, decay) < 0.01
+    assert strength_of(row(generation=1), year, decay) == pytest.approx(0.3)  # the consolidation floor
+
+
+def test_tiers_follow_the_score_and_a_consolidated_memory_is_never_cold() -> None:
+    sleep = SleepConfig()
+    assert [tier_of(s, 0, sleep) for s in (0.9, 0.5, 0.3, 0.1, 0.05)] == [
+        Tier.HOT,
+        Tier.HOT,
+        Tier.WARM,
+        Tier.WARM,
+        Tier.COLD,
+    ]
+    assert tier_of(0.01, 1, sleep) is Tier.WARM
+
+
+async def test_the_decay_job_stores_the_shared_decay_function(manager: MemoryManager) -> None:
+    calm = await ingest(manager, {"valence": 0.0, "arousal": 0.0})
+    now = T0 + timedelta(days=10)
+    run = await run_job(manager, "decay", now=now)
+    assert run.status == "ok" and run.counts == {"scored": 3, "changed": 3} and run.error is None
+    for memory_id in calm:
+        memory = await manager.get(memory_id)
+        expected = decay_strength(
+            age=now - memory.event_at,
+            since_access=None,
+            access_count=0,
+            arousal=0.0,
+            surprise=memory.surprise,
+            generation=0,
+            half_life=timedelta(days=7),
+        )
+        assert memory.decay_score == pytest.approx(expected, abs=1e-6) and memory.decay_score < 0.5
+    again = await run_job(manager, "decay", now=now)
+    assert again.counts == {"scored": 3, "changed": 0}
+
+
+async def test_tiering_moves_faded_memories_and_the_vectors_follow(config: Config, embedder: Embedder) -> None:
+    small = config.model_copy(update={"sleep": SleepConfig(hot_tier_threshold=2, page_size=2)})
+    async with MemoryManager.open(small, embedder=embedder) as manager:
+        ids = await ingest(manager, {"valence": 0.0, "arousal": 0.0})
+        fresh = await run_job(manager, "tier", now=T0)
+        assert fresh.counts["moved"] == {} and fresh.counts["tiers"] == {"hot": 3}
+        assert fresh.counts["compaction_due"] is True  # 3 hot memories over a threshold of 2
+        await run_job(manager, "decay", now=T0 + timedelta(days=60))
+        faded = await run_job(manager, "tier", now=T0 + timedelta(days=60))
+        assert faded.counts["moved"] == {"hot->cold": 3} and faded.counts["compaction_due"] is False
+        assert {(await manager.get(i)).tier for i in ids} == {Tier.COLD}
+        await manager.flush()
+        probe = (await manager.embedder.embed([FACTS[0]]))[0].tolist()
+        hits = await manager.vectors.search("text", probe, limit=5, where={"tier": "cold"})
+        assert {h.memory_id for h in hits} == set(ids)  # the payload was re-projected through the outbox
+        assert (await manager.doctor()).consistent
+
+
+async def test_every_run_leaves_a_report_and_a_failure_is_one(
+    manager: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(_manager: MemoryManager, _now: datetime) -> dict[str, object]:
+        raise RuntimeError("the disk said no")
+
+    monkeypatch.setitem(JOBS, "broken", broken)
+    failed = await run_job(manager, "broken", now=T0)
+    assert failed.status == "failed" and failed.error == "RuntimeError: the disk said no" and failed.finished_at
+    ok = await run_job(manager, "decay", now=T0)
+    assert [r.job for r in await manager.records.job_runs()] == ["decay", "broken"]
+    assert [r.run_id for r in await manager.records.job_runs("decay")] == [ok.run_id]
+    with pytest.raises(InvalidInput, match="No sleep job named 'nap'"):
+        await run_job(manager, "nap")
+
+
+def test_the_jobs_run_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = str(tmp_path / "mem")
+    sample = str(Path(__file__).resolve().parents[1] / "data" / "sample_conversation.jsonl")
+    assert main(["--data-dir", data, "ingest", sample]) == 0
+    capsys.readouterr()
+    assert main(["--data-dir", data, "decay", "--now", "2027-01-01T00:00:00", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["job"] == "decay" and report["status"] == "ok" and report["counts"]["scored"] > 20
+    assert main(["--data-dir", data, "tier", "--now", "2027-01-01T00:00:00"]) == 0
+    assert "tier ok" in capsys.readouterr().out
+    assert main(["--data-dir", data, "jobs"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[1] for line in lines] == ["tier", "decay"]

@@ -120,6 +120,11 @@ class SleepConfig(_Section):
     """More hot memories than this in the store calls for consolidation (the tiering report says so)."""
     page_size: int = Field(default=2000, ge=1)
     """Memories a job reads and writes per transaction, so a large store never blocks writers for long."""
+    outcome_window: timedelta = timedelta(days=14)
+    """A save decision is labelled once this has passed: a kept memory retrieved within it was useful; a dropped
+    turn whose topic a later retrieval missed within it was missed."""
+    requery_window: timedelta = timedelta(minutes=10)
+    """A retrieval followed this soon by a similar query in the same namespace was unhelpful."""
 
 
 class ExtractionConfig(_Section):

@@ -83,10 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
     for job, what in (
         ("decay", "score how strongly each memory is still held"),
         ("tier", "move memories between tiers"),
+        ("assess", "label decisions whose outcome window has passed"),
     ):
         run = commands.add_parser(job, help=f"sleep job, once: {what}")
         run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
         run.add_argument("--json", action="store_true")
+    export = commands.add_parser("export", help="export labelled decisions as JSONL (docs/policy-export.md)")
+    export.add_argument("what", choices=["policy"])
+    export.add_argument("--out", type=Path, required=True)
+    export.add_argument("--all", action="store_true", help="include decisions not labelled yet")
     jobs = commands.add_parser("jobs", help="the latest sleep job runs and their reports")
     jobs.add_argument("--job", help="only this job")
     jobs.add_argument("--limit", type=int, default=20)
@@ -267,9 +272,10 @@ async def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
 async def cmd_job(config: Config, args: argparse.Namespace) -> int:
     from agent_memory.sleep.jobs import run_job
 
+    options = {"out": args.out, "labelled_only": not args.all} if args.command == "export" else {}
     async with MemoryManager.open(config) as manager:
-        run = await run_job(manager, args.command, now=args.now)
-    print(json.dumps(_run_dict(run), indent=2) if args.json else _run_line(run))
+        run = await run_job(manager, args.command, now=getattr(args, "now", None), **options)
+    print(json.dumps(_run_dict(run), indent=2) if getattr(args, "json", False) else _run_line(run))
     return 0 if run.status == "ok" else 1
 
 
@@ -303,6 +309,8 @@ COMMANDS = {
     "doctor": cmd_doctor,
     "decay": cmd_job,
     "tier": cmd_job,
+    "assess": cmd_job,
+    "export": cmd_job,
     "jobs": cmd_jobs,
 }
 

@@ -14,26 +14,32 @@ from typing import Any
 from agent_memory.errors import InvalidInput
 from agent_memory.manager import MemoryManager
 from agent_memory.models import JobRun
+from agent_memory.policy.export import export_policy
+from agent_memory.sleep.assess import run_assess
 from agent_memory.sleep.decay import run_decay, run_tiering
 
 log = logging.getLogger(__name__)
-Job = Callable[[MemoryManager, datetime], Awaitable[dict[str, Any]]]
+Job = Callable[..., Awaitable[dict[str, Any]]]
+"""(manager, now, **options) -> the counts of its report."""
 
 JOBS: dict[str, Job] = {
     "decay": lambda m, now: run_decay(m.records, now, m.config.decay, m.config.sleep),
     "tier": lambda m, now: run_tiering(m.records, now, m.config.sleep),
+    "assess": run_assess,
+    "export": lambda m, now, out, labelled_only=True: export_policy(m.records, out, labelled_only=labelled_only),
 }
 
 
-async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = None) -> JobRun:
-    """Run job `name` once at `now` (the manager's clock by default) and return its report row."""
+async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = None, **options: Any) -> JobRun:
+    """Run job `name` once at `now` (the manager's clock by default) and return its report row. `options` go to
+    the job (export takes `out` and `labelled_only`)."""
     job = JOBS.get(name)
     if job is None:
         raise InvalidInput(f"No sleep job named {name!r}; the jobs are {', '.join(sorted(JOBS))}")
     now = now or manager.clock()
     run_id = await manager.records.start_job(name, now=now)
     try:
-        counts = await job(manager, now)
+        counts = await job(manager, now, **options)
     except Exception as exc:  # CancelledError is a BaseException, so it propagates
         log.exception("sleep job %s failed; it runs again at its next time", name)
         await manager.records.finish_job(run_id, now=manager.clock(), counts={}, error=f"{type(exc).__name__}: {exc}")

@@ -28,6 +28,7 @@ from agent_memory.models import (
     OutboxItem,
     TurnRow,
 )
+from agent_memory.storage.outcome_records import OutcomeQueries
 from agent_memory.storage.recall_records import RecallQueries
 from agent_memory.storage.rows import (
     MEMORY_COLUMNS,
@@ -41,7 +42,7 @@ from agent_memory.storage.rows import (
 from agent_memory.storage.sleep_records import SleepQueries
 
 
-class SqliteRecords(RecallQueries, SleepQueries):
+class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries):
     def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
         self._writer, self._reader = writer, reader
         self._write_lock = asyncio.Lock()

@@ -125,6 +125,9 @@ class SleepConfig(_Section):
     turn whose topic a later retrieval missed within it was missed."""
     requery_window: timedelta = timedelta(minutes=10)
     """A retrieval followed this soon by a similar query in the same namespace was unhelpful."""
+    keyword_boost: float = Field(default=0.5, ge=0.0)
+    """Keyword reweighting: a word carried by connected memories weighs up to 1 + keyword_boost in the keyword
+    layer (in proportion to the share of its memories that have a connected memory carrying it too)."""
 
 
 class ExtractionConfig(_Section):

@@ -26,7 +26,7 @@ from agent_memory.cognition.ranking import (
     rank,
     seeds_of,
 )
-from agent_memory.cognition.retrieval import fts_query
+from agent_memory.cognition.retrieval import fts_query, query_words
 from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
@@ -118,7 +118,9 @@ class Recall:
         if not full.strip():
             words = full = ""
         elif config.keyword_weight > 0:
-            search = self.records.keyword_search(query.namespace, fts_query(words), limit=limit)
+            search = self.records.keyword_search(
+                query.namespace, fts_query(words), limit=limit, words=query_words(words)
+            )
             jobs.append(_layer(timings, "keyword", search))
         terms = grep_terms(full) if full else []
         if config.grep_weight > 0 and terms:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import InvalidInput, MemoryManager, TurnInput
+from agent_memory.cognition.retrieval import fts_query, query_words
 from agent_memory.config import Config, DecayConfig, SleepConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.interfaces.cli import main
@@ -17,6 +18,7 @@ from agent_memory.models import Tier
 from agent_memory.scoring import decay_strength
 from agent_memory.sleep.decay import strength_of, tier_of
 from agent_memory.sleep.jobs import JOBS, run_job
+from agent_memory.sleep.keywords import keyword_weights, links_of
 from agent_memory.storage.sleep_records import DecayRow
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -131,3 +133,45 @@ def test_the_jobs_run_from_the_command_line(tmp_path: Path, capsys: pytest.Captu
     assert main(["--data-dir", data, "jobs"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[1] for line in lines] == ["tier", "decay"]
+
+
+# ----- keyword reweighting ---------------------------------------------------------------------------------
+
+
+def test_words_shared_by_connected_memories_gain_weight() -> None:
+    rows = [
+        ("a", "s1", 0, ["tomatoes", "garden bed"]),
+        ("b", "s1", 1, ["tomatoes", "water"]),
+        ("c", "s2", 0, ["garden"]),
+        ("d", "s3", 0, ["water", "pipes"]),
+        ("e", "s4", 0, ["pipes"]),
+    ]
+    links = links_of(rows, {"plumber joe": ["d", "e"], "everyone": ["a", "b", "c", "d", "e"]}, fanout=3)
+    assert links["a"] == {"b"} and links["d"] == {"e"} and "c" not in links  # "everyone" is too common to link
+    weights = {w: (weight, n, c) for w, weight, n, c in keyword_weights(rows, links, boost=0.5)}
+    assert weights["tomatoes"] == (1.5, 2, 2)  # both carriers are neighbours
+    assert weights["water"] == (1.0, 2, 0)  # neither carrier's neighbour carries it
+    assert weights["garden"] == (1.0, 2, 0) and weights["pipes"] == (1.5, 2, 2)
+    assert "bed" not in weights  # carried by one memory only
+
+
+async def test_reweighting_changes_the_keyword_ranking(manager: MemoryManager) -> None:
+    thread = [
+        "We planted the tomatoes today in the raised garden bed by the old fence.",
+        "Those tomatoes will need water twice a day once July comes around.",
+    ]
+    await manager.process_turns([TurnInput("s1", i, text, at=T0) for i, text in enumerate(thread)])
+    await manager.process_turn("s2", 0, "Basil on the windowsill.", at=T0)
+    await manager.process_turn("s3", 0, "Nonna's basil pesto.", at=T0)
+    query = "basil or tomatoes for dinner"
+
+    async def keyword_top() -> str:
+        hits = await manager.records.keyword_search("default", fts_query(query), limit=5, words=query_words(query))
+        return (await manager.get(hits[0][0])).content
+
+    assert "asil" in await keyword_top()  # rarer word, higher BM25
+    run = await run_job(manager, "reweight", now=T0)
+    assert run.status == "ok" and run.counts["raised"] >= 1
+    rows = await manager.records._fetch("SELECT word, weight FROM keyword_weights WHERE word IN ('tomatoes', 'basil')")
+    assert {r[0]: r[1] for r in rows} == {"tomatoes": 1.5, "basil": 1.0}
+    assert "omatoes" in await keyword_top()  # the thread's word now outweighs it

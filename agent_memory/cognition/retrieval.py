@@ -84,9 +84,13 @@ STOPWORDS = frozenset(
 )
 
 
-def fts_query(text: str) -> str:
-    """An FTS5 MATCH expression: each content word quoted (no operator injection), OR-ed for BM25."""
+def query_words(text: str) -> list[str]:
+    """The content words of a query, lowercased, each once, at most 32."""
     words = [w.lower().replace("’", "'") for w in _TOKEN.findall(text)]
     kept = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())] or words
-    unique = list(dict.fromkeys(w.replace('"', "") for w in kept))
-    return " OR ".join(f'"{w}"' for w in unique[:32])
+    return list(dict.fromkeys(w.replace('"', "") for w in kept))[:32]
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 MATCH expression: each content word quoted (no operator injection), OR-ed for BM25."""
+    return " OR ".join(f'"{w}"' for w in query_words(text))

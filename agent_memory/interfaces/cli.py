@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("decay", "score how strongly each memory is still held"),
         ("tier", "move memories between tiers"),
         ("assess", "label decisions whose outcome window has passed"),
+        ("reweight", "weigh keywords that connected memories share"),
     ):
         run = commands.add_parser(job, help=f"sleep job, once: {what}")
         run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
@@ -310,6 +311,7 @@ COMMANDS = {
     "decay": cmd_job,
     "tier": cmd_job,
     "assess": cmd_job,
+    "reweight": cmd_job,
     "export": cmd_job,
     "jobs": cmd_jobs,
 }

@@ -17,6 +17,7 @@ from agent_memory.models import JobRun
 from agent_memory.policy.export import export_policy
 from agent_memory.sleep.assess import run_assess
 from agent_memory.sleep.decay import run_decay, run_tiering
+from agent_memory.sleep.keywords import run_reweight
 
 log = logging.getLogger(__name__)
 Job = Callable[..., Awaitable[dict[str, Any]]]
@@ -26,6 +27,7 @@ JOBS: dict[str, Job] = {
     "decay": lambda m, now: run_decay(m.records, now, m.config.decay, m.config.sleep),
     "tier": lambda m, now: run_tiering(m.records, now, m.config.sleep),
     "assess": run_assess,
+    "reweight": lambda m, now: run_reweight(m.records, now, m.config),
     "export": lambda m, now, out, labelled_only=True: export_policy(m.records, out, labelled_only=labelled_only),
 }
 

@@ -23,18 +23,33 @@ class RecallQueries:
 
         def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
-    async def keyword_search(self, namespace: str, match: str, *, limit: int) -> list[tuple[str, float]]:
-        """FTS5 BM25 over active memories: (memory_id, score) best first; higher score is better."""
+    async def keyword_search(
+        self, namespace: str, match: str, *, limit: int, words: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
+        """FTS5 BM25 over active memories: (memory_id, score) best first; higher score is better. When the sleep
+        job has weighted keywords, a hit's score is multiplied by the best weight among the query `words` its
+        keywords carry (twice `limit` are ranked, so a weighted hit can climb into the cut)."""
         if not match:
             return []
+        weights = await self._keyword_weights(namespace, words) if words else {}
         rows = await self._fetch(
-            "SELECT m.memory_id, bm25(memories_fts) AS rank FROM memories_fts "
+            "SELECT m.memory_id, bm25(memories_fts) AS rank, m.keywords FROM memories_fts "
             "JOIN memories m ON m.rowid = memories_fts.rowid "
             "WHERE memories_fts MATCH ? AND m.namespace = ? AND m.status = 'active' "
             "ORDER BY rank LIMIT ?",
-            (match, namespace, limit),
+            (match, namespace, 2 * limit if weights else limit),
         )
-        return [(r[0], -float(r[1])) for r in rows]
+        hits = [(r[0], -float(r[1]) * _boost(r[2], weights)) for r in rows]
+        return sorted(hits, key=lambda hit: -hit[1])[:limit] if weights else hits
+
+    async def _keyword_weights(self, namespace: str, words: Sequence[str]) -> dict[str, float]:
+        wanted = sorted({w.lower() for w in words})
+        marks = ",".join("?" * len(wanted))
+        rows = await self._fetch(
+            f"SELECT word, weight FROM keyword_weights WHERE namespace = ? AND word IN ({marks}) AND weight > 1",
+            (namespace, *wanted),
+        )
+        return {str(r[0]): float(r[1]) for r in rows}
 
     async def memories_between(
         self, namespace: str, start: datetime | None, end: datetime | None, *, limit: int
@@ -189,3 +204,11 @@ class RecallQueries:
                 "UPDATE retrieval_gaps SET closed_at = ?, closed_by = ? WHERE gap_id = ? AND closed_at IS NULL",
                 (ts(now), closed_by, gap_id),
             )
+
+
+def _boost(keywords_json: str, weights: dict[str, float]) -> float:
+    """The best weight among the weighted query words that occur in a memory's keywords (1.0 when none do)."""
+    if not weights:
+        return 1.0
+    words = {w for phrase in json.loads(keywords_json) for w in str(phrase).lower().split()}
+    return max((weight for word, weight in weights.items() if word in words), default=1.0)

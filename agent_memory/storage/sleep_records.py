@@ -78,6 +78,45 @@ class SleepQueries:
         rows = await self._fetch("SELECT tier, count(*) FROM memories WHERE status = 'active' GROUP BY tier")
         return {str(r[0]): int(r[1]) for r in rows}
 
+    # ----- keyword reweighting -----------------------------------------------------------------------
+
+    async def memory_namespaces(self) -> list[str]:
+        rows = await self._fetch("SELECT DISTINCT namespace FROM memories WHERE status = 'active'")
+        return [str(r[0]) for r in rows]
+
+    async def keyword_rows(self, namespace: str) -> list[tuple[str, str | None, int | None, list[str]]]:
+        """(memory id, session, turn number, keywords) of the namespace's active memories."""
+        rows = await self._fetch(
+            "SELECT memory_id, session_id, turn_number, keywords FROM memories WHERE namespace = ? "
+            "AND status = 'active'",
+            (namespace,),
+        )
+        return [(str(r[0]), r[1], r[2], list(json.loads(r[3]))) for r in rows]
+
+    async def entity_members(self, namespace: str) -> dict[str, list[str]]:
+        """Entity -> the active memories of the namespace that mention it."""
+        rows = await self._fetch(
+            "SELECT e.entity, e.memory_id FROM memory_entities e JOIN memories m ON m.memory_id = e.memory_id "
+            "WHERE m.namespace = ? AND m.status = 'active'",
+            (namespace,),
+        )
+        members: dict[str, list[str]] = {}
+        for entity, memory_id in rows:
+            members.setdefault(str(entity), []).append(str(memory_id))
+        return members
+
+    async def replace_keyword_weights(
+        self, namespace: str, weights: Sequence[tuple[str, float, int, int]], *, now: datetime
+    ) -> None:
+        """The namespace's weights, all at once: (word, weight, memories, connected)."""
+        async with self.transaction() as db:
+            await db.execute("DELETE FROM keyword_weights WHERE namespace = ?", (namespace,))
+            await db.executemany(
+                "INSERT INTO keyword_weights (namespace, word, weight, memories, connected, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(namespace, w, weight, n, c, ts(now)) for w, weight, n, c in weights],
+            )
+
     # ----- job reports -------------------------------------------------------------------------------
 
     async def start_job(self, job: str, *, now: datetime) -> int:

@@ -125,6 +125,12 @@ class SleepConfig(_Section):
     turn whose topic a later retrieval missed within it was missed."""
     requery_window: timedelta = timedelta(minutes=10)
     """A retrieval followed this soon by a similar query in the same namespace was unhelpful."""
+    dream_walk_count: int = Field(default=50, ge=0)
+    """Dream exploration: semi-random walks per namespace, and as many memories probed for cluster bridges."""
+    dream_walk_length: int = Field(default=4, ge=2)
+    """Hops per dream walk; its two ends become a candidate link."""
+    dream_similarity_threshold: float = Field(default=0.7, ge=-1.0, le=1.0)
+    """A candidate link is committed as a DREAM_LINK when its two memories are at least this similar (cosine)."""
     keyword_boost: float = Field(default=0.5, ge=0.0)
     """Keyword reweighting: a word carried by connected memories weighs up to 1 + keyword_boost in the keyword
     layer (in proportion to the share of its memories that have a connected memory carrying it too)."""

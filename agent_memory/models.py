@@ -278,6 +278,8 @@ class GraphMemory:
     entities: tuple[str, ...]
     attached_to: MemoryId | None = None
     """For an image shared in a turn: that turn's memory (a RELATED_TO edge, weight 1.0), if the turn was kept."""
+    links: tuple[tuple[str, str, float, datetime], ...] = ()
+    """The link edges this memory owns, from memory_links: (target id, relation, weight, created_at)."""
 
 
 @dataclass(frozen=True, slots=True)

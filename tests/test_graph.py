@@ -308,3 +308,31 @@ async def test_engine_errors_are_storage_errors(graph: KuzuGraph) -> None:
     with pytest.raises(StorageError, match="Graph test failed") as info:
         await graph._call("test", graph._run, "MATCH (n:NoSuchTable) RETURN n")
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+async def test_a_memory_alone_in_its_session_can_be_re_projected_after_a_rebuild(graph: KuzuGraph) -> None:
+    """Kuzu 0.11 did not see, after a COPY-loaded rebuild, an IN_SESSION edge re-created in the same transaction,
+    and the orphan sweep tried to delete the linked session; the sweep now runs before any edge is created."""
+    alone = [mem("a", session="s1", entities=("Alice",)), mem("b", session="s2")]
+    await graph.rebuild(alone)
+    await graph.upsert_memories([alone[0]])
+    counts = await graph.counts()
+    assert (counts["Session"], counts["IN_SESSION"], counts["Entity"], counts["MENTIONS"]) == (2, 2, 1, 1)
+
+
+async def test_owned_link_edges_are_projected_replaced_and_rebuilt(tmp_path: Path) -> None:
+    link = ("b", "DREAM_LINK", 0.91, T0)
+    memories = [replace(mem("a"), links=(link,)), mem("b", previous="a", minutes=1), mem("c", session="s2")]
+    graphs = [await KuzuGraph.open(tmp_path / name) for name in ("upserted", "rebuilt")]
+    try:
+        await graphs[0].upsert_memories(memories)
+        await graphs[0].upsert_memories([replace(memories[0], links=(link, ("c", "EVOLVED_FROM", 1.0, T0)))])
+        await graphs[1].rebuild([replace(memories[0], links=(link, ("c", "EVOLVED_FROM", 1.0, T0))), *memories[1:]])
+        for graph in graphs:
+            counts = await graph.counts()
+            assert (counts["DREAM_LINK"], counts["EVOLVED_FROM"], counts["NEXT"]) == (1, 1, 1)
+            steps = await graph.expand(["a"], depth=1)
+            assert {(s.memory_id, s.relation) for s in steps} == {("b", "DREAM_LINK"), ("c", "EVOLVED_FROM")}
+    finally:
+        for graph in graphs:
+            await graph.aclose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -175,3 +176,53 @@ async def test_reweighting_changes_the_keyword_ranking(manager: MemoryManager) -
     rows = await manager.records._fetch("SELECT word, weight FROM keyword_weights WHERE word IN ('tomatoes', 'basil')")
     assert {r[0]: r[1] for r in rows} == {"tomatoes": 1.5, "basil": 1.0}
     assert "omatoes" in await keyword_top()  # the thread's word now outweighs it
+
+
+# ----- dream exploration -----------------------------------------------------------------------------------
+
+STARTER = [
+    ("s1", "My sourdough starter is called Bubbles and lives in the fridge."),
+    ("s2", "Bubbles, my sourdough starter, lives in the fridge."),
+    ("s3", "The sourdough starter I named Bubbles is kept in the fridge."),
+    ("s4", "The quarterly tax filing for the bakery is due on April 30."),
+    ("s5", "Tom moved the Harbor launch to June 3 after the review."),
+]
+
+
+async def test_dream_commits_links_above_the_threshold_and_the_graph_keeps_them(
+    config: Config, embedder: Embedder
+) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        for session, text in STARTER:
+            await manager.process_turn(session, 0, text, at=T0)
+        run = await run_job(manager, "dream", now=T0, seed=7)
+        assert run.status == "ok" and run.counts["committed"] >= 1 and run.counts["probes"] == 5, run.counts
+        rows = await manager.records._fetch(
+            "SELECT m1.content, m2.content, l.weight, l.reason FROM memory_links l "
+            "JOIN memories m1 ON m1.memory_id = l.source_id JOIN memories m2 ON m2.memory_id = l.target_id"
+        )
+        assert len(rows) == run.counts["committed"]
+        for a, b, weight, reason in rows:
+            assert "Bubbles" in a and "Bubbles" in b and weight >= 0.7 and reason.split(":")[0] in {"walk", "bridge"}
+        await manager.flush()
+        assert (await manager.stats())["graph"]["DREAM_LINK"] == len(rows)
+        again = await run_job(manager, "dream", now=T0, seed=7)
+        assert again.counts["committed"] == 0  # a pair already linked is not proposed again
+    shutil.rmtree(config.data_dir / "graph")  # the graph is a projection: a repair brings the links back from SQLite
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        assert not (await manager.doctor()).consistent
+        assert (await manager.doctor(repair=True)).consistent
+        assert (await manager.stats())["graph"]["DREAM_LINK"] == len(rows)
+        bubbles = await manager.retrieve("what is the sourdough starter called?", k=3)
+        assert all("Bubbles" in r.memory.content for r in bubbles)
+
+
+async def test_dream_commits_nothing_below_the_threshold(config: Config, embedder: Embedder) -> None:
+    strict = config.model_copy(update={"sleep": SleepConfig(dream_similarity_threshold=0.99)})
+    async with MemoryManager.open(strict, embedder=embedder) as manager:
+        for session, text in STARTER:
+            await manager.process_turn(session, 0, text, at=T0)
+        run = await run_job(manager, "dream", now=T0, seed=7)
+        assert run.counts["candidates"] >= 1 and run.counts["committed"] == 0
+        assert run.counts["rejected"] == run.counts["candidates"]
+        assert (await manager.records._fetch("SELECT count(*) FROM memory_links"))[0][0] == 0

@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("tier", "move memories between tiers"),
         ("assess", "label decisions whose outcome window has passed"),
         ("reweight", "weigh keywords that connected memories share"),
+        ("dream", "explore the graph for links nothing has made yet"),
     ):
         run = commands.add_parser(job, help=f"sleep job, once: {what}")
         run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
@@ -312,6 +313,7 @@ COMMANDS = {
     "tier": cmd_job,
     "assess": cmd_job,
     "reweight": cmd_job,
+    "dream": cmd_job,
     "export": cmd_job,
     "jobs": cmd_jobs,
 }

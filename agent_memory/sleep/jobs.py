@@ -17,6 +17,7 @@ from agent_memory.models import JobRun
 from agent_memory.policy.export import export_policy
 from agent_memory.sleep.assess import run_assess
 from agent_memory.sleep.decay import run_decay, run_tiering
+from agent_memory.sleep.dream import run_dream
 from agent_memory.sleep.keywords import run_reweight
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ JOBS: dict[str, Job] = {
     "tier": lambda m, now: run_tiering(m.records, now, m.config.sleep),
     "assess": run_assess,
     "reweight": lambda m, now: run_reweight(m.records, now, m.config),
+    "dream": run_dream,
     "export": lambda m, now, out, labelled_only=True: export_policy(m.records, out, labelled_only=labelled_only),
 }
 

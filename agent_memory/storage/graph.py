@@ -53,6 +53,7 @@ CSV_HEADERS = {
     "Memory": ("id", "namespace", "type", "created_at"),
     "Session": ("id", "namespace", "session_id"),
     "RELATED_TO": ("from", "to", "weight", "attached"),
+    "DREAM_LINK": ("from", "to", "weight", "created_at"),
 }
 WALK_RELS = ("NEXT", "EVOLVED_FROM", "RELATED_TO", "DREAM_LINK")  # Memory to Memory, strongest first
 LABEL_RANK = {label: rank for rank, label in enumerate((*WALK_RELS, "IN_SESSION", "MENTIONS"))}
@@ -86,6 +87,19 @@ LINK_ATTACHED = (
     "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) CREATE (a)-[:RELATED_TO {weight: $weight, attached: true}]->(b)"
 )
 LINK_ATTACHED_MANY = "COPY RELATED_TO FROM (UNWIND $rows AS row RETURN row.src, row.dst, row.weight, row.attached)"
+# The link edges a memory owns (memory_links: dream exploration, consolidation), replaced when it is re-projected.
+UNLINK_OWNED = {
+    "DREAM_LINK": "MATCH (:Memory {id: $id})-[r:DREAM_LINK]->(:Memory) DELETE r",
+    "EVOLVED_FROM": "MATCH (:Memory {id: $id})-[r:EVOLVED_FROM]->(:Memory) DELETE r",
+    "RELATED_TO": "MATCH (:Memory {id: $id})-[r:RELATED_TO]->(:Memory) WHERE r.attached IS NULL OR NOT r.attached DELETE r",
+}
+LINK_OWNED = {
+    "DREAM_LINK": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) "
+    "CREATE (a)-[:DREAM_LINK {weight: $weight, created_at: $at}]->(b)",
+    "EVOLVED_FROM": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) CREATE (a)-[:EVOLVED_FROM]->(b)",
+    "RELATED_TO": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) "
+    "CREATE (a)-[:RELATED_TO {weight: $weight, attached: false}]->(b)",
+}
 DROP_ORPHANS = {  # an entity or session nobody points to goes, so an erased memory leaves no names behind
     "MENTIONS": "MATCH (x:Entity {name: $key}) WHERE NOT EXISTS { MATCH (x)<-[:MENTIONS]-() } DELETE x",
     "IN_SESSION": "MATCH (x:Session {id: $key}) WHERE NOT EXISTS { MATCH (x)<-[:IN_SESSION]-() } DELETE x",
@@ -140,6 +154,7 @@ class _Projection:
     entities: set[str] = field(default_factory=set)
     edges: dict[str, list[Edge]] = field(default_factory=lambda: {"MENTIONS": [], "IN_SESSION": [], "NEXT": []})
     attached: list[Edge] = field(default_factory=list)  # image -> its turn's memory (RELATED_TO)
+    links: list[tuple[str, str, str, float, datetime]] = field(default_factory=list)  # memory_links rows
 
 
 def _project(memories: Iterable[GraphMemory]) -> _Projection:
@@ -157,6 +172,7 @@ def _project(memories: Iterable[GraphMemory]) -> _Projection:
             p.edges["NEXT"].append((m.previous_in_session, m.memory_id))
         if m.attached_to is not None:
             p.attached.append((m.memory_id, m.attached_to))
+        p.links.extend((m.memory_id, dst, rel, weight, _naive_utc(at)) for dst, rel, weight, at in m.links)
     return p
 
 
@@ -169,7 +185,14 @@ def _write_csvs(directory: Path, p: _Projection) -> dict[str, Path]:
         "MENTIONS": p.edges["MENTIONS"],
         "IN_SESSION": p.edges["IN_SESSION"],
         "NEXT": [(src, dst) for src, dst in p.edges["NEXT"] if src in p.memories],
-        "RELATED_TO": [(src, dst, str(ATTACHED_WEIGHT), "true") for src, dst in p.attached if dst in p.memories],
+        "RELATED_TO": [(src, dst, str(ATTACHED_WEIGHT), "true") for src, dst in p.attached if dst in p.memories]
+        + [(src, dst, str(w), "false") for src, dst, rel, w, _ in p.links if rel == "RELATED_TO" and dst in p.memories],
+        "EVOLVED_FROM": [(src, dst) for src, dst, rel, _, _ in p.links if rel == "EVOLVED_FROM" and dst in p.memories],
+        "DREAM_LINK": [
+            (src, dst, str(w), at.isoformat(sep=" "))
+            for src, dst, rel, w, at in p.links
+            if rel == "DREAM_LINK" and dst in p.memories
+        ],
     }
     files: dict[str, Path] = {}
     for table, rows in tables.items():
@@ -285,9 +308,20 @@ class KuzuGraph:
             await self._call("upsert", self._transaction, lambda: self._upsert_sync(_project(memories)))
 
     def _upsert_sync(self, p: _Projection) -> None:
-        present = self._present([*p.memories, *(src for src, _ in p.edges["NEXT"]), *(dst for _, dst in p.attached)])
+        present = self._present(
+            [
+                *p.memories,
+                *(src for src, _ in p.edges["NEXT"]),
+                *(dst for _, dst in p.attached),
+                *(x[1] for x in p.links),
+            ]
+        )
         old = [{"id": i} for i in p.memories if i in present]
         previous = {rel: self._batch(query, old) for rel, query in UNLINK.items()}  # before writing: scans stay fast
+        # Sweep orphans now, before any edge is created: after a COPY-loaded rebuild, Kuzu 0.11's NOT EXISTS did not
+        # see an IN_SESSION edge re-created in the same transaction and tried to delete a linked session. A session
+        # or entity swept here that the batch still uses is merged back just below.
+        self._drop_orphans(previous)
         rows = [{"id": i, "namespace": ns, "type": kind, "created_at": at} for i, (ns, kind, at) in p.memories.items()]
         self._batch(CREATE_MEMORY, [row for row in rows if row["id"] not in present], many=CREATE_MEMORIES)
         self._batch(UPDATE_MEMORY, [row for row in rows if row["id"] in present])
@@ -298,7 +332,22 @@ class KuzuGraph:
         for rel, pairs in {**p.edges, "NEXT": next_edges}.items():
             self._batch(LINK[rel], [{"src": s, "dst": d} for s, d in pairs], many=LINK_MANY.format(rel=rel))
         self._link_attached(p, present)
-        self._drop_orphans(previous)
+        self._relink(p, present)
+
+    def _relink(self, p: _Projection, present: set[str]) -> None:
+        """Replace the link edges of the memories that own some (memory_links only grows, and a deleted memory
+        takes its edges with it, so a memory without links has none to replace)."""
+        if not p.links:
+            return
+        self._links = None
+        owners = [{"id": i} for i in dict.fromkeys(src for src, *_ in p.links) if i in present]
+        for query in UNLINK_OWNED.values():
+            self._batch(query, owners)
+        for src, dst, rel, weight, at in p.links:
+            if dst in present or dst in p.memories:
+                extra = {"weight": weight, "at": at} if rel == "DREAM_LINK" else {}
+                extra = {"weight": weight} if rel == "RELATED_TO" else extra  # Kuzu refuses unused parameters
+                self._run(LINK_OWNED[rel], src=src, dst=dst, **extra)
 
     def _link_attached(self, p: _Projection, present: set[str]) -> None:
         """Replace each image's RELATED_TO edge to its turn's memory (when that memory is in the graph)."""

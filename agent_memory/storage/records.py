@@ -212,6 +212,7 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries):
 
     async def graph_memories(self, memory_ids: Sequence[str]) -> list[GraphMemory]:
         memories = await self.get_memories(memory_ids)
+        links = await self.links_from(list(memories))
         result = []
         for memory in memories.values():
             previous = await self._previous_in_session(memory)
@@ -225,6 +226,7 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries):
                     previous_in_session=previous,
                     entities=memory.entities,
                     attached_to=await self._attached_to(memory),
+                    links=links.get(memory.memory_id, ()),
                 )
             )
         return result
@@ -249,6 +251,7 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries):
             "CASE WHEN m.media = 'image' THEN (SELECT t.memory_id FROM memories t WHERE t.source_turn_id = "
             "m.source_turn_id AND t.media = 'text' AND t.generation = 0 LIMIT 1) END FROM memories m"
         )
+        links = await self.links_from(None)
         entity_rows = await self._fetch("SELECT memory_id, entity FROM memory_entities ORDER BY entity")
         entities: dict[str, list[str]] = {}
         for memory_id, entity in entity_rows:
@@ -263,6 +266,7 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries):
                 previous_in_session=MemoryId(r[5]) if r[4] is not None and r[5] else None,
                 entities=tuple(entities.get(r[0], ())),
                 attached_to=MemoryId(r[6]) if r[6] else None,
+                links=links.get(r[0], ()),
             )
             for r in rows
         ]

@@ -117,6 +117,69 @@ class SleepQueries:
                 [(namespace, w, weight, n, c, ts(now)) for w, weight, n, c in weights],
             )
 
+    # ----- link edges --------------------------------------------------------------------------------
+
+    async def add_links(self, links: Sequence[tuple[str, str, str, float, str]], *, now: datetime) -> int:
+        """(source, target, relation, weight, reason) rows, and an outbox row per source so the graph gets them;
+        a link that exists already is left as it is. Returns how many were new."""
+        async with self.transaction() as db:
+            before = db.total_changes
+            await db.executemany(
+                "INSERT OR IGNORE INTO memory_links (source_id, target_id, relation, weight, created_at, reason) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(s, t, rel, w, ts(now), why) for s, t, rel, w, why in links],
+            )
+            added = db.total_changes - before
+            await db.executemany(
+                "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)",
+                [(source, ts(now)) for source in dict.fromkeys(s for s, *_ in links)],
+            )
+            return int(added)
+
+    async def links_from(
+        self, memory_ids: Sequence[str] | None
+    ) -> dict[str, tuple[tuple[str, str, float, datetime], ...]]:
+        """The links these memories own (all links when None): source -> ((target, relation, weight, at), ...)."""
+        columns = "SELECT source_id, target_id, relation, weight, created_at FROM memory_links"
+        if memory_ids is None:
+            rows = await self._fetch(columns)
+        else:
+            marks = ",".join("?" * len(memory_ids))
+            rows = await self._fetch(f"{columns} WHERE source_id IN ({marks})", memory_ids)
+        found: dict[str, list[tuple[str, str, float, datetime]]] = {}
+        for source, target, relation, weight, at in rows:
+            found.setdefault(str(source), []).append(
+                (str(target), str(relation), float(weight), datetime.fromisoformat(at))
+            )
+        return {k: tuple(sorted(v)) for k, v in found.items()}
+
+    async def link_neighbours(self, memory_id: str) -> list[str]:
+        """The memories joined to this one by a link edge, either way."""
+        rows = await self._fetch(
+            "SELECT target_id FROM memory_links WHERE source_id = ? UNION SELECT source_id FROM memory_links "
+            "WHERE target_id = ?",
+            (memory_id, memory_id),
+        )
+        return [str(r[0]) for r in rows]
+
+    async def dream_pool(self, namespace: str) -> list[tuple[str, str | None]]:
+        """(memory id, session) of the namespace's active text memories that have a vector."""
+        rows = await self._fetch(
+            "SELECT memory_id, session_id FROM memories WHERE namespace = ? AND status = 'active' "
+            "AND media = 'text' AND embedding IS NOT NULL ORDER BY rowid",
+            (namespace,),
+        )
+        return [(str(r[0]), r[1]) for r in rows]
+
+    async def linked_pairs(self, namespace: str) -> set[frozenset[str]]:
+        """Every pair of the namespace's memories joined by a link edge, either way."""
+        rows = await self._fetch(
+            "SELECT l.source_id, l.target_id FROM memory_links l JOIN memories m ON m.memory_id = l.source_id "
+            "WHERE m.namespace = ?",
+            (namespace,),
+        )
+        return {frozenset((str(a), str(b))) for a, b in rows}
+
     # ----- job reports -------------------------------------------------------------------------------
 
     async def start_job(self, job: str, *, now: datetime) -> int:

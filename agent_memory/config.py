@@ -125,6 +125,9 @@ class SleepConfig(_Section):
     turn whose topic a later retrieval missed within it was missed."""
     requery_window: timedelta = timedelta(minutes=10)
     """A retrieval followed this soon by a similar query in the same namespace was unhelpful."""
+    index_min_unindexed: int = Field(default=20000, ge=1)
+    """Index upkeep builds a collection's HNSW index (in a child process) once this many points are unindexed;
+    below it an exact scan is fast enough (docs/benchmarks.md, retrieval latency)."""
     dream_walk_count: int = Field(default=50, ge=0)
     """Dream exploration: semi-random walks per namespace, and as many memories probed for cluster bridges."""
     dream_walk_length: int = Field(default=4, ge=2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from dataclasses import replace
@@ -226,3 +227,30 @@ async def test_dream_commits_nothing_below_the_threshold(config: Config, embedde
         assert run.counts["candidates"] >= 1 and run.counts["committed"] == 0
         assert run.counts["rejected"] == run.counts["candidates"]
         assert (await manager.records._fetch("SELECT count(*) FROM memory_links"))[0][0] == 0
+
+
+# ----- index upkeep ----------------------------------------------------------------------------------------
+
+
+async def test_the_index_is_built_in_a_child_process_and_writes_meanwhile_are_kept(
+    config: Config, embedder: Embedder
+) -> None:
+    eager = config.model_copy(update={"sleep": SleepConfig(index_min_unindexed=10)})
+    async with MemoryManager.open(eager, embedder=embedder) as manager:
+        turns = [TurnInput("s1", i, f"Note {i}: the harbor crane number {i} was serviced.", at=T0) for i in range(30)]
+        await manager.process_turns(turns)
+        await manager.flush()
+        assert await manager.vectors.index_status("text") == (30, 0)
+        late = manager.process_turn("s2", 0, "The lighthouse keeper retired in May after forty years.", at=T0)
+        run, written = await asyncio.gather(run_job(manager, "index", now=T0), late)
+        assert run.status == "ok", run.error
+        text = run.counts["text"]
+        assert text["built"] is True and text["points"] == 31 and run.counts["image"]["built"] is False
+        await manager.flush()
+        assert (await manager.vectors.index_status("text"))[0] == 31
+        hits = await manager.retrieve("when did the lighthouse keeper retire?", k=1)
+        assert hits[0].memory.memory_id == written.memory_id
+        assert (await manager.doctor()).consistent
+        assert not any(p.name.startswith(".text.") for p in (eager.data_dir / "vectors").iterdir())
+        quiet = await run_job(manager, "index", now=T0)
+        assert quiet.counts["text"]["built"] is (quiet.counts["text"]["points"] - quiet.counts["text"]["indexed"] >= 10)

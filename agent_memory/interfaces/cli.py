@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("assess", "label decisions whose outcome window has passed"),
         ("reweight", "weigh keywords that connected memories share"),
         ("dream", "explore the graph for links nothing has made yet"),
+        ("index", "build the vector index where enough points are unindexed"),
     ):
         run = commands.add_parser(job, help=f"sleep job, once: {what}")
         run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
@@ -314,6 +315,7 @@ COMMANDS = {
     "assess": cmd_job,
     "reweight": cmd_job,
     "dream": cmd_job,
+    "index": cmd_job,
     "export": cmd_job,
     "jobs": cmd_jobs,
 }

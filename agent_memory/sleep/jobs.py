@@ -18,6 +18,7 @@ from agent_memory.policy.export import export_policy
 from agent_memory.sleep.assess import run_assess
 from agent_memory.sleep.decay import run_decay, run_tiering
 from agent_memory.sleep.dream import run_dream
+from agent_memory.sleep.index import run_index
 from agent_memory.sleep.keywords import run_reweight
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ JOBS: dict[str, Job] = {
     "assess": run_assess,
     "reweight": lambda m, now: run_reweight(m.records, now, m.config),
     "dream": run_dream,
+    "index": run_index,
     "export": lambda m, now, out, labelled_only=True: export_policy(m.records, out, labelled_only=labelled_only),
 }
 

@@ -179,6 +179,17 @@ class QdrantServerVectors:
         self._name(collection)
         return False
 
+    async def index_status(self, collection: str) -> tuple[int, int]:
+        """(points, indexed vectors) as the server reports them; the server indexes on its own."""
+        name = self._name(collection)
+        with self._guard(f"info of {name!r}"):
+            info = await self._client.get_collection(name)
+        return int(info.points_count or 0), int(info.indexed_vectors_count or 0)
+
+    async def optimize_offline(self, collection: str) -> dict[str, Any]:
+        """A server builds its index itself: nothing to do."""
+        return {"changed": False}
+
     async def flush(self) -> None:
         """Writes are acknowledged with wait=True, so there is nothing to flush."""
         if self._closed:

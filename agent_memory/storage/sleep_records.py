@@ -180,6 +180,24 @@ class SleepQueries:
         )
         return {frozenset((str(a), str(b))) for a, b in rows}
 
+    # ----- the outbox around an index build --------------------------------------------------------
+
+    async def outbox_mark(self) -> int:
+        """The newest outbox row's id: what a copy of the projections taken now has seen."""
+        rows = await self._fetch("SELECT coalesce(max(outbox_id), 0) FROM outbox")
+        return int(rows[0][0])
+
+    async def requeue_after(self, mark: int, *, now: datetime) -> int:
+        """Project again every memory touched after `mark` (the projector works from SQLite's current state, so a
+        replay is exact): after a projection was swapped for a copy taken at `mark`. Returns how many."""
+        async with self.transaction() as db:
+            cursor = await db.execute(
+                "INSERT INTO outbox (op, memory_id, created_at) SELECT 'upsert_memory', memory_id, ? FROM "
+                "(SELECT DISTINCT memory_id FROM outbox WHERE outbox_id > ?)",
+                (ts(now), mark),
+            )
+            return int(cursor.rowcount or 0)
+
     # ----- job reports -------------------------------------------------------------------------------
 
     async def start_job(self, job: str, *, now: datetime) -> int:

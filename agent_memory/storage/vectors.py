@@ -12,7 +12,9 @@ Notes on the engine a caller relies on:
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
+import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -241,6 +243,55 @@ class EdgeVectors:
         self._check(collection)
         return await self._call(f"optimize of {collection!r}", lambda: self._shard(collection).optimize())
 
+    async def index_status(self, collection: str) -> tuple[int, int]:
+        """(points, vectors in the HNSW index): the difference is what an exact scan still covers."""
+        self._check(collection)
+
+        def status() -> tuple[int, int]:
+            info = self._shard(collection).info()
+            return int(info.points_count), int(info.indexed_vectors_count)
+
+        return await self._call(f"status of {collection!r}", status)
+
+    async def optimize_offline(self, collection: str) -> dict[str, Any]:
+        """Build the HNSW index without stopping the process: copy the shard (flushed, on the owner thread, so the
+        copy is consistent), optimize the copy in a child process, then swap it in (close, rename, load). Searches
+        and writes go on meanwhile against the old shard; writes made after the copy are not in the new one, so the
+        caller re-projects them (the index job replays the outbox since the copy)."""
+        self._check(collection)
+        staging = self._dir / f".{collection}.optimizing"
+        await self._call(f"snapshot of {collection!r}", self._snapshot_sync, collection, staging)
+        try:
+            result = await _optimize_in_child(staging, self._dimensions[collection])
+            await self._call(f"swap of {collection!r}", self._swap_sync, collection, staging)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, staging, True)
+        return result
+
+    def _snapshot_sync(self, name: str, staging: Path) -> None:
+        shard = self._shard(name)
+        shard.flush()
+        if staging.exists():
+            shutil.rmtree(staging)
+        shutil.copytree(self._dir / name, staging)
+
+    def _swap_sync(self, name: str, staging: Path) -> None:
+        """Replace the open shard by the optimized copy; if the copy cannot be loaded, the old shard comes back."""
+        path, aside = self._dir / name, self._dir / f".{name}.replaced"
+        self._shards.pop(name).close()
+        if aside.exists():
+            shutil.rmtree(aside)
+        path.rename(aside)
+        staging.rename(path)
+        try:
+            self._open_sync(name)
+        except Exception:
+            shutil.rmtree(path, ignore_errors=True)
+            aside.rename(path)
+            self._open_sync(name)
+            raise
+        shutil.rmtree(aside, ignore_errors=True)
+
     async def flush(self) -> None:
         await self._call("flush", self._flush_sync)
 
@@ -253,3 +304,21 @@ class EdgeVectors:
             await asyncio.get_running_loop().run_in_executor(self._thread, self._close_sync)
         finally:
             self._thread.shutdown(wait=True)
+
+
+async def _optimize_in_child(path: Path, dimension: int) -> dict[str, Any]:
+    """Run agent_memory.storage.optimize_shard on `path` in a child Python; its JSON report, or StorageError."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agent_memory.storage.optimize_shard",
+        str(path),
+        str(dimension),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await child.communicate()
+    if child.returncode != 0:
+        raise StorageError(f"Building the vector index failed (exit {child.returncode}): {err.decode()[-500:]}")
+    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    return result

@@ -1,0 +1,31 @@
+"""Index upkeep: Qdrant Edge builds its HNSW index only when asked (`optimize()`), and until then a search is an
+exact scan over the unindexed points. When `sleep.index_min_unindexed` points have piled up in a collection, the
+`index` job builds the index in a child process on a copy of the shard and swaps it in (see
+`EdgeVectors.optimize_offline`: `optimize()` holds the GIL for the whole build, so it cannot run on a thread of a
+process that serves queries), then re-projects whatever was written meanwhile."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from agent_memory.manager import MemoryManager
+from agent_memory.storage.outbox import IMAGE, TEXT
+
+
+async def run_index(manager: MemoryManager, now: datetime, *, force: bool = False) -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    for collection in (TEXT, IMAGE):
+        points, indexed = await manager.vectors.index_status(collection)
+        entry: dict[str, Any] = {"points": points, "indexed": indexed, "built": False}
+        if points and (force or points - indexed >= manager.config.sleep.index_min_unindexed):
+            await manager.flush()  # the copy must hold everything committed so far
+            mark = await manager.records.outbox_mark()
+            built = await manager.vectors.optimize_offline(collection)
+            entry["replayed"] = await manager.records.requeue_after(mark, now=now)
+            manager.projector.notify()
+            await manager.flush()
+            entry["points"], entry["indexed"] = await manager.vectors.index_status(collection)
+            entry.update(built=True, seconds=built.get("seconds"))
+        report[collection] = entry
+    return report

@@ -155,6 +155,7 @@ class MemoryManager(ReadPath, WritePath):
                 delay=self.config.projector_delay,
             )
             await asyncio.gather(self.embedder.load(), asyncio.to_thread(self.extractor.warm_up))
+            rebuild_graph, rebuild_vectors = await self._missing_projections(rebuild_graph, rebuild_vectors)
             if rebuild_graph:
                 await doctor.rebuild_graph(self.records, self.graph)
             if rebuild_vectors:
@@ -173,6 +174,19 @@ class MemoryManager(ReadPath, WritePath):
             self.projector.start()
             stack.push_async_callback(self.projector.stop)
             self._stack = stack.pop_all()
+
+    async def _missing_projections(self, graph: bool, vectors: bool) -> tuple[bool, bool]:
+        """A projection that is empty while SQLite holds memories was deleted (or never built): rebuild it on open,
+        as for an unreadable one, rather than serve an empty graph or index until someone runs doctor --repair."""
+        if not await self.records.has_memories():
+            return graph, vectors
+        if not graph and (await self.graph.counts())["Memory"] == 0:
+            log.warning("the graph is empty while SQLite holds memories; rebuilding it from SQLite")
+            graph = True
+        if not vectors and await self.vectors.count(TEXT) == 0 and await self.vectors.count(IMAGE) == 0:
+            log.warning("the vector index is empty while SQLite holds memories; rebuilding it from SQLite")
+            vectors = True
+        return graph, vectors
 
     async def close(self) -> None:
         """Finish projecting, then close every engine in reverse order. Idempotent."""

@@ -135,13 +135,28 @@ async def test_doctor_finds_and_repairs_damaged_projections(config: Config, embe
         assert stats["graph"]["NEXT"] == 19
 
 
-async def test_doctor_repairs_a_deleted_vector_folder(config: Config, embedder: Embedder) -> None:
+async def test_a_deleted_projection_folder_is_rebuilt_on_open(config: Config, embedder: Embedder) -> None:
     async with MemoryManager.open(config, embedder=embedder) as manager:
         await manager.process_turns(
             [{"session_id": "s1", "turn_number": i, "content": f"note {i} on Porto"} for i in range(5)]
         )
     shutil.rmtree(config.data_dir / "vectors")
     async with MemoryManager.open(config, embedder=embedder) as manager:
+        assert (await manager.stats())["vectors"]["text"] == 5 and (await manager.doctor()).consistent
+    shutil.rmtree(config.data_dir / "graph")
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        stats = await manager.stats()
+        assert stats["graph"]["Memory"] == 5 and stats["graph"]["NEXT"] == 4 and (await manager.doctor()).consistent
+        assert (await manager.retrieve("note 3 on Porto", k=1))[0].memory.content == "note 3 on Porto"
+
+
+async def test_doctor_repairs_a_deleted_vector_collection(config: Config, embedder: Embedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        results = await manager.process_turns(
+            [{"session_id": "s1", "turn_number": i, "content": f"note {i} on Porto"} for i in range(5)]
+        )
+        await manager.flush()
+        await manager.vectors.delete("text", [r.memory_id for r in results])
         report = await manager.doctor(repair=True)
         assert report.repaired == ("vectors rebuilt from the stored embeddings",)
         assert report.consistent and (await manager.stats())["vectors"]["text"] == 5

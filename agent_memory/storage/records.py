@@ -207,6 +207,9 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries):
             grouped.setdefault(memory_id, []).append(entity)
         return {k: tuple(v) for k, v in grouped.items()}
 
+    async def has_memories(self) -> bool:
+        return bool(await self._fetch("SELECT 1 FROM memories LIMIT 1"))
+
     async def memory_ids(self) -> set[str]:
         return {r[0] for r in await self._fetch("SELECT memory_id FROM memories")}
 

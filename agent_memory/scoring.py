@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from agent_memory.config import DecayConfig
 
 
 def reciprocal_rank_fusion(
@@ -48,3 +51,35 @@ def decay_strength(
     stretch = (1.0 + max(0.0, arousal) + 0.5 * max(0.0, surprise)) * (1.0 + math.log1p(max(0, access_count)))
     strength: float = 0.5 ** (idle / (half_life * stretch))
     return max(strength, generation_floor) if generation >= 1 else strength
+
+
+class Remembered(Protocol):
+    """What decay reads of a memory (a `Memory`, or a sleep job's lighter row)."""
+
+    @property
+    def event_at(self) -> datetime: ...
+    @property
+    def last_accessed_at(self) -> datetime | None: ...
+    @property
+    def access_count(self) -> int: ...
+    @property
+    def arousal(self) -> float: ...
+    @property
+    def surprise(self) -> float: ...
+    @property
+    def generation(self) -> int: ...
+
+
+def memory_strength(memory: Remembered, now: datetime, decay: DecayConfig) -> float:
+    """`decay_strength` of one memory at `now`, with the configured half-life and floor: what retrieval weighs,
+    the decay job stores and the policy's compaction priority reads."""
+    return decay_strength(
+        age=now - memory.event_at,
+        since_access=now - memory.last_accessed_at if memory.last_accessed_at else None,
+        access_count=memory.access_count,
+        arousal=memory.arousal,
+        surprise=memory.surprise,
+        generation=memory.generation,
+        half_life=decay.half_life,
+        generation_floor=decay.generation_floor,
+    )

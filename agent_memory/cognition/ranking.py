@@ -27,7 +27,7 @@ from agent_memory.models import (
     RetrievalResult,
     Role,
 )
-from agent_memory.scoring import decay_strength, reciprocal_rank_fusion
+from agent_memory.scoring import memory_strength, reciprocal_rank_fusion
 
 SESSION_TOP = 3  # a session's evidence is the mean of its best three fused scores
 _ABOUT_ASSISTANT = re.compile(r"\b(you|your|yours|assistant)\b", re.IGNORECASE)
@@ -220,19 +220,6 @@ def _weigh(
         hits[name] = LayerHit(name, 0, factor)
         score *= factor
     return score
-
-
-def memory_strength(memory: Memory, now: datetime, decay: DecayConfig) -> float:
-    return decay_strength(
-        age=now - memory.event_at,
-        since_access=now - memory.last_accessed_at if memory.last_accessed_at else None,
-        access_count=memory.access_count,
-        arousal=memory.arousal,
-        surprise=memory.surprise,
-        generation=memory.generation,
-        half_life=decay.half_life,
-        generation_floor=decay.generation_floor,
-    )
 
 
 def in_window(at: datetime, window: TimeWindow) -> bool:

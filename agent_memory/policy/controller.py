@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from agent_memory.cognition.salience import TextFeatures, memory_type_of
 from agent_memory.config import DecayConfig, RetrievalConfig, SaveConfig
 from agent_memory.models import DecisionPath, Memory, MemoryType, Role, SaveDecision
-from agent_memory.scoring import decay_strength
+from agent_memory.scoring import memory_strength
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,14 +255,5 @@ class HeuristicPolicy:
         protected one (0.0)."""
         if not self.may_compact(memory, fast_path=fast_path):
             return 0.0
-        strength = decay_strength(
-            age=now - memory.event_at,
-            since_access=now - memory.last_accessed_at if memory.last_accessed_at else None,
-            access_count=memory.access_count,
-            arousal=memory.arousal,
-            surprise=memory.surprise,
-            generation=memory.generation,
-            half_life=decay.half_life,
-            generation_floor=decay.generation_floor,
-        )
+        strength = memory_strength(memory, now, decay)
         return round((1.0 - strength) * (1.0 - 0.5 * memory.importance) * (1.0 - 0.5 * memory.arousal), 4)

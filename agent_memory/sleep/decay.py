@@ -12,22 +12,13 @@ from typing import Any
 
 from agent_memory.config import DecayConfig, SleepConfig
 from agent_memory.models import Tier
-from agent_memory.scoring import decay_strength
+from agent_memory.scoring import memory_strength
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.sleep_records import DecayRow
 
 
 def strength_of(row: DecayRow, now: datetime, decay: DecayConfig) -> float:
-    return decay_strength(
-        age=now - row.event_at,
-        since_access=now - row.last_accessed_at if row.last_accessed_at else None,
-        access_count=row.access_count,
-        arousal=row.arousal,
-        surprise=row.surprise,
-        generation=row.generation,
-        half_life=decay.half_life,
-        generation_floor=decay.generation_floor,
-    )
+    return memory_strength(row, now, decay)
 
 
 def tier_of(score: float, generation: int, sleep: SleepConfig) -> Tier:

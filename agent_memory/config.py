@@ -200,6 +200,34 @@ class ImageConfig(_Section):
     """Tests and plumbing only: no weights at all, the architecture initialised with a fixed seed (0)."""
 
 
+class ServeConfig(_Section):
+    """The daemon (`agent-memory serve`): where it listens, and how often it runs each sleep job."""
+
+    host: str = "127.0.0.1"
+    """The address the HTTP API listens on; loopback by default, so only this machine reaches it."""
+    port: int = Field(default=8765, ge=0, le=65535)
+    decay_interval: timedelta = timedelta(hours=1)
+    """How often the daemon runs each sleep job; a zero duration ("PT0S") turns that job off."""
+    tier_interval: timedelta = timedelta(hours=1)
+    assess_interval: timedelta = timedelta(hours=6)
+    reweight_interval: timedelta = timedelta(hours=6)
+    dream_interval: timedelta = timedelta(hours=6)
+    index_interval: timedelta = timedelta(hours=1)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _not_negative(cls, value: Any) -> Any:
+        if isinstance(value, timedelta) and value < timedelta(0):
+            raise ValueError("an interval cannot be negative")
+        return value
+
+    def intervals(self) -> dict[str, timedelta]:
+        """Each scheduled sleep job and how often it runs; jobs with a zero interval are left out."""
+        jobs = ("decay", "tier", "assess", "reweight", "dream", "index")
+        every = {job: getattr(self, f"{job}_interval") for job in jobs}
+        return {job: interval for job, interval in every.items() if interval > timedelta(0)}
+
+
 class Config(_Section):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)  # so the default "~" expands
 
@@ -219,6 +247,7 @@ class Config(_Section):
     save: SaveConfig = SaveConfig()
     image: ImageConfig = ImageConfig()
     sleep: SleepConfig = SleepConfig()
+    serve: ServeConfig = ServeConfig()
 
     @field_validator("data_dir", mode="after")
     @classmethod

@@ -1,4 +1,4 @@
-"""The `agent-memory` command line. Opens the store directly (the daemon arrives with `serve`)."""
+"""The `agent-memory` command line. Opens the store directly, or serves it: `agent-memory serve` (docs/daemon.md)."""
 
 from __future__ import annotations
 
@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--job", help="only this job")
     jobs.add_argument("--limit", type=int, default=20)
     jobs.add_argument("--json", action="store_true")
+
+    serve = commands.add_parser("serve", help="the daemon: HTTP API and scheduled sleep jobs (docs/daemon.md)")
+    serve.add_argument("--host", help="address to listen on (default: serve.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (default: serve.port, 8765; 0 picks a free one)")
 
     demo = commands.add_parser("demo", help="ingest a sample conversation, answer questions, reopen")
     demo.add_argument("--data", type=Path, help="a JSONL conversation (default: data/sample_conversation.jsonl)")
@@ -303,6 +307,13 @@ def _run_line(run: JobRun) -> str:
     return f"#{run.run_id} {run.job} {run.status} at {run.started_at.isoformat()} ({took}): {what}"
 
 
+async def cmd_serve(config: Config, args: argparse.Namespace) -> int:
+    from agent_memory.interfaces.serve import serve
+
+    await serve(config, host=args.host, port=args.port)
+    return 0
+
+
 COMMANDS = {
     "ingest": cmd_ingest,
     "search": cmd_search,
@@ -318,6 +329,7 @@ COMMANDS = {
     "index": cmd_job,
     "export": cmd_job,
     "jobs": cmd_jobs,
+    "serve": cmd_serve,
 }
 
 if __name__ == "__main__":

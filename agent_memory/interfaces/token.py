@@ -1,0 +1,38 @@
+"""The daemon's bearer token: created once, on first start, in `data_dir/api_token` (mode 0600), read after."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from agent_memory.errors import ConfigError
+
+TOKEN_FILE = "api_token"
+
+
+def token_path(data_dir: Path) -> Path:
+    return data_dir / TOKEN_FILE
+
+
+def load_or_create_token(data_dir: Path) -> str:
+    """The token in `data_dir/api_token`; on first call a new one, written so only its owner can read it."""
+    path = token_path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read(path)
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(token + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    return token
+
+
+def _read(path: Path) -> str:
+    token = path.read_text(encoding="ascii").strip()
+    if not token:
+        raise ConfigError(f"The token file {path} is empty; delete it and start the daemon again to make a new one")
+    return token

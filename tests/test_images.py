@@ -10,15 +10,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import io
 import logging
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image, ImageDraw
+from pictures import drawn, noise
 
 from agent_memory import ImageMemoryUnavailable, InvalidImage, InvalidInput, MemoryManager
 from agent_memory.config import Config, ImageConfig
@@ -30,38 +28,13 @@ from agent_memory.storage.outbox import IMAGE
 RANDOM = ImageConfig(random_weights=True)
 
 
-def _png(background: str, shape: str, colour: str) -> bytes:
-    image = Image.new("RGB", (96, 96), background)
-    draw = ImageDraw.Draw(image)
-    if shape == "circle":
-        draw.ellipse((16, 16, 80, 80), fill=colour)
-    elif shape == "square":
-        draw.rectangle((24, 24, 72, 72), fill=colour)
-    elif shape == "stripes":
-        for x in range(0, 96, 16):
-            draw.rectangle((x, 0, x + 7, 95), fill=colour)
-    elif shape == "cross":
-        draw.rectangle((40, 0, 55, 95), fill=colour)
-        draw.rectangle((0, 40, 95, 55), fill=colour)
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    return buffer.getvalue()
-
-
-def _noise(seed: int) -> bytes:
-    pixels = np.random.default_rng(seed).integers(0, 256, (96, 96, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, "JPEG")
-    return buffer.getvalue()
-
-
 IMAGES = [
-    _png("white", "circle", "red"),
-    _png("black", "square", "yellow"),
-    _png("navy", "stripes", "white"),
-    _png("green", "cross", "black"),
-    _png("orange", "circle", "blue"),
-    _noise(7),
+    drawn("white", "circle", "red"),
+    drawn("black", "square", "yellow"),
+    drawn("navy", "stripes", "white"),
+    drawn("green", "cross", "black"),
+    drawn("orange", "circle", "blue"),
+    noise(7, "JPEG"),
 ]
 
 

@@ -7,7 +7,6 @@ rely on: order, normalisation, determinism, decoding and refusal, and how availa
 from __future__ import annotations
 
 import asyncio
-import io
 import re
 import struct
 import subprocess
@@ -19,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw
+from pictures import drawn, encoded, gradient, noise
+from PIL import Image
 
 from agent_memory.config import ImageConfig
 from agent_memory.embeddings.visual import ClipEmbedder, availability
@@ -30,48 +30,15 @@ TAG = "laion2b_s34b_b79k"
 TAG_REPO = "models--laion--CLIP-ViT-B-32-laion2B-s34B-b79K"
 
 
-def _png(image: Image.Image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    return buffer.getvalue()
-
-
-def _drawn(background: str, shape: str, colour: str) -> bytes:
-    image = Image.new("RGB", (96, 96), background)
-    draw = ImageDraw.Draw(image)
-    if shape == "circle":
-        draw.ellipse((16, 16, 80, 80), fill=colour)
-    elif shape == "square":
-        draw.rectangle((24, 24, 72, 72), fill=colour)
-    elif shape == "stripes":
-        for x in range(0, 96, 16):
-            draw.rectangle((x, 0, x + 7, 95), fill=colour)
-    elif shape == "checks":
-        for x in range(0, 96, 24):
-            for y in range(x % 48, 96 + 24, 48):
-                draw.rectangle((x, y - 24, x + 23, y - 1), fill=colour)
-    return _png(image)
-
-
-def _gradient() -> bytes:
-    ramp = np.linspace(0, 255, 96, dtype=np.uint8)
-    pixels = np.stack([np.tile(ramp, (96, 1)), np.tile(ramp[:, None], (1, 96)), np.full((96, 96), 128, np.uint8)], -1)
-    return _png(Image.fromarray(pixels))
-
-
-def _noise() -> bytes:
-    return _png(Image.fromarray(np.random.default_rng(7).integers(0, 256, (96, 96, 3), dtype=np.uint8)))
-
-
 IMAGES = [
-    _drawn("white", "circle", "red"),
-    _drawn("black", "square", "yellow"),
-    _drawn("navy", "stripes", "white"),
-    _drawn("white", "checks", "black"),
-    _drawn("green", "plain", "green"),
-    _drawn("orange", "circle", "blue"),
-    _gradient(),
-    _noise(),
+    drawn("white", "circle", "red"),
+    drawn("black", "square", "yellow"),
+    drawn("navy", "stripes", "white"),
+    drawn("white", "checks", "black"),
+    drawn("green", "plain", "green"),
+    drawn("orange", "circle", "blue"),
+    gradient(),
+    noise(7),
 ]
 
 
@@ -144,7 +111,7 @@ async def test_a_path_embeds_like_its_bytes(clip: ClipEmbedder, vectors: np.ndar
     [
         (b"GIF89a but not really an image", "not a decodable image"),
         (b"", "empty"),
-        (_png(Image.new("RGB", (64, 64), "red"))[:60], "not a decodable image"),  # truncated
+        (encoded(Image.new("RGB", (64, 64), "red"))[:60], "not a decodable image"),  # truncated
         ("missing.png", "No such file"),
     ],
 )

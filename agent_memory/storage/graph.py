@@ -22,8 +22,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -31,92 +29,42 @@ import kuzu
 
 from agent_memory.errors import ClosedError, StorageError, StoreLocked
 from agent_memory.models import GraphMemory, GraphStep, MemoryId
+from agent_memory.storage.cypher import (
+    ADD_ATTACHED,
+    ATTACHED_WEIGHT,
+    COPY_CSV,
+    COUNT_LINKS,
+    CREATE_MEMORIES,
+    CREATE_MEMORY,
+    DELETE_MEMORY,
+    DROP_ORPHANS,
+    ENTITIES,
+    EXISTING,
+    EXPAND,
+    INDEX_LOOKUPS,
+    LABEL_RANK,
+    LINK,
+    LINK_ATTACHED,
+    LINK_ATTACHED_MANY,
+    LINK_MANY,
+    LINK_OWNED,
+    MERGE_ENTITY,
+    MERGE_SESSION,
+    NODE_TABLES,
+    REL_TABLES,
+    SHARED,
+    UNLINK,
+    UNLINK_ATTACHED,
+    UNLINK_OWNED,
+    UPDATE_MEMORY,
+    WALK,
+)
+from agent_memory.storage.graph_projection import Projection, project, write_csvs
 
 T = TypeVar("T")
 Edge = tuple[str, str]
 Row = dict[str, Any]
 
-NODE_TABLES = {
-    "Memory": "id STRING PRIMARY KEY, namespace STRING, type STRING, created_at TIMESTAMP",
-    "Entity": "name STRING PRIMARY KEY",
-    "Session": "id STRING PRIMARY KEY, namespace STRING, session_id STRING",
-}
-REL_TABLES = {
-    "MENTIONS": "FROM Memory TO Entity",
-    "RELATED_TO": "FROM Memory TO Memory, weight DOUBLE",
-    "NEXT": "FROM Memory TO Memory",
-    "IN_SESSION": "FROM Memory TO Session",
-    "EVOLVED_FROM": "FROM Memory TO Memory",
-    "DREAM_LINK": "FROM Memory TO Memory, weight DOUBLE, created_at TIMESTAMP",
-}
-CSV_HEADERS = {
-    "Memory": ("id", "namespace", "type", "created_at"),
-    "Session": ("id", "namespace", "session_id"),
-    "RELATED_TO": ("from", "to", "weight", "attached"),
-    "DREAM_LINK": ("from", "to", "weight", "created_at"),
-}
-WALK_RELS = ("NEXT", "EVOLVED_FROM", "RELATED_TO", "DREAM_LINK")  # Memory to Memory, strongest first
-LABEL_RANK = {label: rank for rank, label in enumerate((*WALK_RELS, "IN_SESSION", "MENTIONS"))}
-INDEX_LOOKUPS = 16  # up to this many rows, one indexed query per row beats one scanning UNWIND
-ATTACHED_WEIGHT = 1.0  # the RELATED_TO edge from an image to the memory of the turn it was shared in
-
-# Written for one row; `_batch` reads `$key` as `row.key` when it runs them over many rows with UNWIND.
-CREATE_MEMORY = "CREATE (:Memory {id: $id, namespace: $namespace, type: $type, created_at: $created_at})"
-CREATE_MEMORIES = "COPY Memory FROM (UNWIND $rows AS row RETURN row.id, row.namespace, row.type, row.created_at)"
-UPDATE_MEMORY = "MATCH (m:Memory {id: $id}) SET m.namespace = $namespace, m.type = $type, m.created_at = $created_at"
-MERGE_SESSION = "MERGE (s:Session {id: $key}) SET s.namespace = $namespace, s.session_id = $session_id"
-MERGE_ENTITY = "MERGE (:Entity {name: $name})"
-EXISTING = "MATCH (m:Memory {id: $id}) RETURN m.id"
-# The edges a memory owns, replaced on every upsert: its entities, its session, and the NEXT edge into it.
-UNLINK = {
-    "MENTIONS": "MATCH (:Memory {id: $id})-[r:MENTIONS]->(x:Entity) DELETE r RETURN x.name",
-    "IN_SESSION": "MATCH (:Memory {id: $id})-[r:IN_SESSION]->(x:Session) DELETE r RETURN x.id",
-    "NEXT": "MATCH (:Memory {id: $id})<-[r:NEXT]-(:Memory) DELETE r",
-}
-LINK = {
-    "MENTIONS": "MATCH (a:Memory {id: $src}), (b:Entity {name: $dst}) CREATE (a)-[:MENTIONS]->(b)",
-    "IN_SESSION": "MATCH (a:Memory {id: $src}), (b:Session {id: $dst}) CREATE (a)-[:IN_SESSION]->(b)",
-    "NEXT": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) CREATE (a)-[:NEXT]->(b)",
-}
-LINK_MANY = "COPY {rel} FROM (UNWIND $rows AS row RETURN row.src, row.dst)"
-# An image owns one RELATED_TO edge, marked `attached`, to its turn's memory: replaced on upsert; the other
-# RELATED_TO edges stay. The column came after the table, so a graph made before it gains it on open.
-ADD_ATTACHED = "ALTER TABLE RELATED_TO ADD IF NOT EXISTS attached BOOLEAN DEFAULT false"
-UNLINK_ATTACHED = "MATCH (:Memory {id: $id})-[r:RELATED_TO]->(:Memory) WHERE r.attached DELETE r"
-LINK_ATTACHED = (
-    "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) CREATE (a)-[:RELATED_TO {weight: $weight, attached: true}]->(b)"
-)
-LINK_ATTACHED_MANY = "COPY RELATED_TO FROM (UNWIND $rows AS row RETURN row.src, row.dst, row.weight, row.attached)"
-# The link edges a memory owns (memory_links: dream exploration, consolidation), replaced when it is re-projected.
-UNLINK_OWNED = {
-    "DREAM_LINK": "MATCH (:Memory {id: $id})-[r:DREAM_LINK]->(:Memory) DELETE r",
-    "EVOLVED_FROM": "MATCH (:Memory {id: $id})-[r:EVOLVED_FROM]->(:Memory) DELETE r",
-    "RELATED_TO": "MATCH (:Memory {id: $id})-[r:RELATED_TO]->(:Memory) WHERE r.attached IS NULL OR NOT r.attached DELETE r",
-}
-LINK_OWNED = {
-    "DREAM_LINK": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) "
-    "CREATE (a)-[:DREAM_LINK {weight: $weight, created_at: $at}]->(b)",
-    "EVOLVED_FROM": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) CREATE (a)-[:EVOLVED_FROM]->(b)",
-    "RELATED_TO": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) "
-    "CREATE (a)-[:RELATED_TO {weight: $weight, attached: false}]->(b)",
-}
-DROP_ORPHANS = {  # an entity or session nobody points to goes, so an erased memory leaves no names behind
-    "MENTIONS": "MATCH (x:Entity {name: $key}) WHERE NOT EXISTS { MATCH (x)<-[:MENTIONS]-() } DELETE x",
-    "IN_SESSION": "MATCH (x:Session {id: $key}) WHERE NOT EXISTS { MATCH (x)<-[:IN_SESSION]-() } DELETE x",
-}
-DELETE_MEMORY = "MATCH (m:Memory {id: $id}) DETACH DELETE m"
-WALK = f"MATCH (:Memory {{id: $id}})-[r:{'|'.join(WALK_RELS)}]-(b:Memory) RETURN b.id, label(r)"
-SHARED = (
-    "MATCH (a:Memory {id: $id})-[r:MENTIONS|IN_SESSION]->()<-[:MENTIONS|IN_SESSION]-(b:Memory) "
-    "WHERE b.id <> $id RETURN DISTINCT b.id, label(r)"
-)
-LINK_RELS = ("EVOLVED_FROM", "RELATED_TO", "DREAM_LINK")  # the edges only the graph holds (sleep jobs write them)
-EXPAND = f"MATCH (a:Memory {{id: $id}})-[r:{'|'.join(LINK_RELS)}*1..$depth]-(b:Memory) RETURN b.id, length(r), properties(rels(r), '_label')"
-# An image's attached edge does not count: the records answer that hop (an image and its turn share a source turn).
-COUNT_LINKS = f"MATCH ()-[r:{'|'.join(LINK_RELS)}]->() WHERE r.attached IS NULL OR NOT r.attached RETURN count(r)"
-ENTITIES = "MATCH (:Memory {id: $id})-[:MENTIONS]->(e:Entity) RETURN e.name ORDER BY e.name"
-# Serial reading allows quoted newlines; NUL as the null string keeps an empty field an empty string.
-COPY_CSV = "COPY {table} FROM '{path}' (header=true, parallel=false, null_strings=['\\u0000'])"
 
 _open_paths: set[Path] = set()
 _open_paths_lock = threading.Lock()
@@ -138,71 +86,6 @@ def _schema() -> list[str]:
     nodes = [f"CREATE NODE TABLE IF NOT EXISTS {name}({columns})" for name, columns in NODE_TABLES.items()]
     rels = [f"CREATE REL TABLE IF NOT EXISTS {name}({columns})" for name, columns in REL_TABLES.items()]
     return [*nodes, *rels, ADD_ATTACHED]
-
-
-def _naive_utc(at: datetime) -> datetime:
-    """Kuzu drops a tzinfo without converting, so convert first; a naive time is taken to be UTC already."""
-    return at if at.tzinfo is None else at.astimezone(UTC).replace(tzinfo=None)
-
-
-@dataclass
-class _Projection:
-    """What a batch of memories puts in the graph; upsert and rebuild both load this, so they agree."""
-
-    memories: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)  # id -> namespace, type, time
-    sessions: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> namespace, session_id
-    entities: set[str] = field(default_factory=set)
-    edges: dict[str, list[Edge]] = field(default_factory=lambda: {"MENTIONS": [], "IN_SESSION": [], "NEXT": []})
-    attached: list[Edge] = field(default_factory=list)  # image -> its turn's memory (RELATED_TO)
-    links: list[tuple[str, str, str, float, datetime]] = field(default_factory=list)  # memory_links rows
-
-
-def _project(memories: Iterable[GraphMemory]) -> _Projection:
-    p = _Projection()
-    for m in {m.memory_id: m for m in memories}.values():  # a repeated id: the last one wins
-        p.memories[m.memory_id] = (m.namespace, str(m.memory_type), _naive_utc(m.created_at))
-        if m.session_id is not None:
-            key = f"{m.namespace}/{m.session_id}"
-            p.sessions[key] = (m.namespace, m.session_id)
-            p.edges["IN_SESSION"].append((m.memory_id, key))
-        names = list(dict.fromkeys(name for name in m.entities if name))
-        p.entities.update(names)
-        p.edges["MENTIONS"].extend((m.memory_id, name) for name in names)
-        if m.previous_in_session is not None:
-            p.edges["NEXT"].append((m.previous_in_session, m.memory_id))
-        if m.attached_to is not None:
-            p.attached.append((m.memory_id, m.attached_to))
-        p.links.extend((m.memory_id, dst, rel, weight, _naive_utc(at)) for dst, rel, weight, at in m.links)
-    return p
-
-
-def _write_csvs(directory: Path, p: _Projection) -> dict[str, Path]:
-    """One CSV per non-empty table, nodes before rels; NEXT only where both ends are in the batch."""
-    tables: dict[str, Sequence[tuple[str, ...]]] = {
-        "Memory": [(i, ns, kind, at.isoformat(sep=" ")) for i, (ns, kind, at) in p.memories.items()],
-        "Entity": [(name,) for name in sorted(p.entities)],
-        "Session": [(key, *value) for key, value in p.sessions.items()],
-        "MENTIONS": p.edges["MENTIONS"],
-        "IN_SESSION": p.edges["IN_SESSION"],
-        "NEXT": [(src, dst) for src, dst in p.edges["NEXT"] if src in p.memories],
-        "RELATED_TO": [(src, dst, str(ATTACHED_WEIGHT), "true") for src, dst in p.attached if dst in p.memories]
-        + [(src, dst, str(w), "false") for src, dst, rel, w, _ in p.links if rel == "RELATED_TO" and dst in p.memories],
-        "EVOLVED_FROM": [(src, dst) for src, dst, rel, _, _ in p.links if rel == "EVOLVED_FROM" and dst in p.memories],
-        "DREAM_LINK": [
-            (src, dst, str(w), at.isoformat(sep=" "))
-            for src, dst, rel, w, at in p.links
-            if rel == "DREAM_LINK" and dst in p.memories
-        ],
-    }
-    files: dict[str, Path] = {}
-    for table, rows in tables.items():
-        if rows:
-            files[table] = directory / f"{table}.csv"
-            with files[table].open("w", newline="", encoding="utf-8") as fh:
-                writer = csv.writer(fh, lineterminator="\n")
-                writer.writerow(CSV_HEADERS.get(table, ("name",) if table == "Entity" else ("from", "to")))
-                writer.writerows(rows)
-    return files
 
 
 def _first_labels(rows: Iterable[list[Any]]) -> dict[str, str]:
@@ -305,9 +188,9 @@ class KuzuGraph:
         """Add or replace memories with their session, entities and NEXT edge, in one transaction.
         Applying a batch twice is a no-op; a NEXT edge whose previous memory is not in the graph is left out."""
         if memories:
-            await self._call("upsert", self._transaction, lambda: self._upsert_sync(_project(memories)))
+            await self._call("upsert", self._transaction, lambda: self._upsert_sync(project(memories)))
 
-    def _upsert_sync(self, p: _Projection) -> None:
+    def _upsert_sync(self, p: Projection) -> None:
         present = self._present(
             [
                 *p.memories,
@@ -334,7 +217,7 @@ class KuzuGraph:
         self._link_attached(p, present)
         self._relink(p, present)
 
-    def _relink(self, p: _Projection, present: set[str]) -> None:
+    def _relink(self, p: Projection, present: set[str]) -> None:
         """Replace the link edges of the memories that own some (memory_links only grows, and a deleted memory
         takes its edges with it, so a memory without links has none to replace)."""
         if not p.links:
@@ -349,7 +232,7 @@ class KuzuGraph:
                 extra = {"weight": weight} if rel == "RELATED_TO" else extra  # Kuzu refuses unused parameters
                 self._run(LINK_OWNED[rel], src=src, dst=dst, **extra)
 
-    def _link_attached(self, p: _Projection, present: set[str]) -> None:
+    def _link_attached(self, p: Projection, present: set[str]) -> None:
         """Replace each image's RELATED_TO edge to its turn's memory (when that memory is in the graph)."""
         self._batch(UNLINK_ATTACHED, [{"id": s} for s, _ in p.attached if s in present])
         rows = [
@@ -462,7 +345,7 @@ class KuzuGraph:
     def _rebuild_sync(self, memories: Sequence[GraphMemory]) -> None:
         self._links = None
         with tempfile.TemporaryDirectory(prefix="agent-memory-graph-") as tmp:
-            files = _write_csvs(Path(tmp), _project(memories))
+            files = write_csvs(Path(tmp), project(memories))
             self._transaction(lambda: self._reload(files))
 
     def _reload(self, files: dict[str, Path]) -> None:

@@ -7,7 +7,6 @@ connection; WAL lets the reader run beside the writer. Migrations are numbered S
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -19,15 +18,14 @@ import aiosqlite
 
 from agent_memory.errors import ClosedError, MemoryNotFound, StorageError
 from agent_memory.models import (
-    GraphMemory,
     LogPosition,
-    Media,
     Memory,
     MemoryId,
-    MemoryType,
     OutboxItem,
     TurnRow,
 )
+from agent_memory.storage.graph_records import GraphQueries
+from agent_memory.storage.inserts import insert_image, insert_turn
 from agent_memory.storage.outcome_records import OutcomeQueries
 from agent_memory.storage.recall_records import RecallQueries
 from agent_memory.storage.rows import (
@@ -42,7 +40,7 @@ from agent_memory.storage.rows import (
 from agent_memory.storage.sleep_records import SleepQueries
 
 
-class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries):
+class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries):
     def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
         self._writer, self._reader = writer, reader
         self._write_lock = asyncio.Lock()
@@ -164,13 +162,13 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries):
         """Turn rows, memories, entities, decisions and outbox rows: all or nothing."""
         async with self.transaction() as db:
             for commit in commits:
-                await _insert_turn(db, commit, now)
+                await insert_turn(db, commit, now)
 
     async def commit_images(self, images: Sequence[ImageCommit], *, now: datetime) -> None:
         """Image memories not attached to a turn, with their outbox rows: all or nothing."""
         async with self.transaction() as db:
             for image in images:
-                await _insert_image(db, image, now)
+                await insert_image(db, image, now)
 
     # ----- memories ----------------------------------------------------------------------------------
 
@@ -212,78 +210,6 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries):
 
     async def memory_ids(self) -> set[str]:
         return {r[0] for r in await self._fetch("SELECT memory_id FROM memories")}
-
-    async def graph_memories(self, memory_ids: Sequence[str]) -> list[GraphMemory]:
-        memories = await self.get_memories(memory_ids)
-        links = await self.links_from(list(memories))
-        result = []
-        for memory in memories.values():
-            previous = await self._previous_in_session(memory)
-            result.append(
-                GraphMemory(
-                    memory_id=memory.memory_id,
-                    namespace=memory.namespace,
-                    memory_type=memory.memory_type,
-                    created_at=memory.created_at,
-                    session_id=memory.session_id,
-                    previous_in_session=previous,
-                    entities=memory.entities,
-                    attached_to=await self._attached_to(memory),
-                    links=links.get(memory.memory_id, ()),
-                )
-            )
-        return result
-
-    async def _attached_to(self, memory: Memory) -> MemoryId | None:
-        """For an image shared in a turn: the memory that turn's text became, if it was kept."""
-        if memory.media is not Media.IMAGE or memory.source_turn_id is None:
-            return None
-        rows = await self._fetch(
-            "SELECT memory_id FROM memories WHERE source_turn_id = ? AND media = 'text' AND generation = 0 LIMIT 1",
-            (memory.source_turn_id,),
-        )
-        return MemoryId(rows[0][0]) if rows else None
-
-    async def all_graph_memories(self) -> list[GraphMemory]:
-        """Every memory as the graph projects it, in one pass (a window function finds NEXT; images stand outside
-        the NEXT chain and link to their turn's memory instead)."""
-        rows = await self._fetch(
-            "SELECT m.memory_id, m.namespace, m.memory_type, m.created_at, m.session_id, "
-            "CASE WHEN m.media = 'text' THEN "
-            "LAG(m.memory_id) OVER (PARTITION BY m.namespace, m.session_id, m.media ORDER BY m.turn_number) END, "
-            "CASE WHEN m.media = 'image' THEN (SELECT t.memory_id FROM memories t WHERE t.source_turn_id = "
-            "m.source_turn_id AND t.media = 'text' AND t.generation = 0 LIMIT 1) END FROM memories m"
-        )
-        links = await self.links_from(None)
-        entity_rows = await self._fetch("SELECT memory_id, entity FROM memory_entities ORDER BY entity")
-        entities: dict[str, list[str]] = {}
-        for memory_id, entity in entity_rows:
-            entities.setdefault(memory_id, []).append(entity)
-        return [
-            GraphMemory(
-                memory_id=MemoryId(r[0]),
-                namespace=r[1],
-                memory_type=MemoryType(r[2]),
-                created_at=datetime.fromisoformat(r[3]),
-                session_id=r[4],
-                previous_in_session=MemoryId(r[5]) if r[4] is not None and r[5] else None,
-                entities=tuple(entities.get(r[0], ())),
-                attached_to=MemoryId(r[6]) if r[6] else None,
-                links=links.get(r[0], ()),
-            )
-            for r in rows
-        ]
-
-    async def _previous_in_session(self, memory: Memory) -> MemoryId | None:
-        if memory.session_id is None:
-            return None
-        rows = await self._fetch(
-            "SELECT p.memory_id FROM memories p, memories m WHERE m.memory_id = ? "
-            "AND p.namespace = m.namespace AND p.session_id = m.session_id "
-            "AND p.turn_number < m.turn_number ORDER BY p.turn_number DESC LIMIT 1",
-            (memory.memory_id,),
-        )
-        return MemoryId(rows[0][0]) if rows else None
 
     async def embeddings(self, memory_ids: Sequence[str], *, image: bool = False) -> dict[str, tuple[bytes, Memory]]:
         """The stored vectors of these memories, with the memories: the text ones, or with `image` the CLIP ones.
@@ -392,120 +318,3 @@ async def _migrate(db: aiosqlite.Connection) -> None:
             if db.in_transaction:
                 await db.execute("ROLLBACK")
             raise StorageError(f"Migration {name} failed: {exc}") from exc
-
-
-async def _insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: datetime) -> None:
-    turn, memory, decision = commit.turn, commit.memory, commit.decision
-    await db.execute(
-        "INSERT INTO turns (turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, "
-        "checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            turn.turn_id,
-            turn.namespace,
-            turn.session_id,
-            turn.turn_number,
-            turn.role.value,
-            ts(turn.at),
-            turn.position.segment,
-            turn.position.offset,
-            turn.position.length,
-            turn.checksum,
-        ),
-    )
-    if memory is not None:
-        fast = commit.decision.path.value == "fast"
-        await _insert_memory(db, memory, commit.embedding, commit.embedding_model, fast=fast)
-        await _enqueue(db, memory.memory_id, now)
-    for image in commit.images:
-        await _insert_image(db, image, now)
-    await db.execute(
-        "INSERT INTO save_decisions (turn_id, memory_id, decided_at, path, save, memory_type, confidence, "
-        "importance, reason, features, inputs, policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            turn.turn_id,
-            memory.memory_id if memory else None,
-            ts(now),
-            decision.path.value,
-            int(decision.save),
-            decision.memory_type.value,
-            decision.confidence,
-            decision.importance,
-            decision.reason,
-            json.dumps(dict(decision.features), sort_keys=True),
-            json.dumps(dict(decision.inputs), sort_keys=True, default=str),
-            decision.policy,
-        ),
-    )
-    if commit.fills_gap and memory is not None:
-        await db.execute(
-            "UPDATE retrieval_gaps SET closed_at = ?, closed_by = ? WHERE gap_id = ? AND closed_at IS NULL",
-            (ts(now), memory.memory_id, commit.fills_gap),
-        )
-
-
-async def _enqueue(db: aiosqlite.Connection, memory_id: str, now: datetime) -> None:
-    await db.execute(
-        "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)", (memory_id, ts(now))
-    )
-
-
-async def _insert_image(db: aiosqlite.Connection, image: ImageCommit, now: datetime) -> None:
-    memory = image.memory
-    await _insert_memory(
-        db, memory, image.embedding, image.embedding_model, image=(image.image_embedding, image.image_model)
-    )
-    await _enqueue(db, memory.memory_id, now)
-
-
-async def _insert_memory(
-    db: aiosqlite.Connection,
-    m: Memory,
-    embedding: bytes | None,
-    embedding_model: str,
-    *,
-    fast: bool = False,
-    image: tuple[bytes, str] | None = None,
-) -> None:
-    """A memory row and its entities; `image` is (CLIP vector, model name) for an image memory."""
-    image_embedding, image_model = image or (None, None)
-    await db.execute(
-        "INSERT INTO memories (memory_id, namespace, memory_type, content, keywords, created_at, event_at, "
-        "generation, tier, status, valence, arousal, surprise, importance, confidence, decay_score, fast_path, "
-        "source_turn_id, session_id, turn_number, revision, embedding, embedding_model, media, media_sha256, "
-        "media_path, image_embedding, image_model) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            m.memory_id,
-            m.namespace,
-            m.memory_type.value,
-            m.content,
-            json.dumps(list(m.keywords)),
-            ts(m.created_at),
-            ts(m.event_at),
-            m.generation,
-            m.tier.value,
-            m.status.value,
-            m.valence,
-            m.arousal,
-            m.surprise,
-            m.importance,
-            m.confidence,
-            m.decay_score,
-            int(fast),
-            m.source_turn_id,
-            m.session_id,
-            m.turn_number,
-            m.revision,
-            embedding,
-            embedding_model,
-            m.media.value,
-            m.media_sha256,
-            m.media_path,
-            image_embedding,
-            image_model,
-        ),
-    )
-    await db.executemany(
-        "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)",
-        [(m.memory_id, e) for e in m.entities],
-    )

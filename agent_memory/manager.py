@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections import deque
@@ -21,14 +20,14 @@ from agent_memory.cognition.extraction import SimpleExtractor
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
-from agent_memory.embeddings.visual import ClipEmbedder, availability
+from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.engines import make_embedder, open_projection, open_vectors
-from agent_memory.errors import ClosedError, DuplicateTurn, ImageMemoryUnavailable, InvalidInput, TurnNotFound
+from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNotFound
+from agent_memory.image_path import ImagePath
 from agent_memory.llm.client import LiteLLMClient
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
-    Extraction,
     LogPosition,
     LogRecord,
     Memory,
@@ -48,13 +47,8 @@ from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.lock import OwnerLock
 from agent_memory.storage.outbox import IMAGE, TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
-from agent_memory.storage.rows import ImagePlace, StoredImage, image_commit
 from agent_memory.validation import (
-    check_content,
     check_emotion,
-    check_identifier,
-    check_images,
-    check_time,
     check_turn,
     turn_from_mapping,
 )
@@ -64,7 +58,7 @@ log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]
 
 
-class MemoryManager(ReadPath, WritePath):
+class MemoryManager(ReadPath, WritePath, ImagePath):
     """`async with MemoryManager.open(config) as m:`, or `m = MemoryManager(config); await m.initialize()`."""
 
     def __init__(
@@ -202,49 +196,6 @@ class MemoryManager(ReadPath, WritePath):
         if self._stack is None:
             raise ClosedError()
 
-    async def _check_image_memory(self) -> str | None:
-        """Decide once, from the configuration and the disk (never the network), whether image memory is on, and
-        say why once when it is off. It runs in the background from the start: deciding may import open-clip and
-        torch (seconds here), and text memory need not wait for that. The model itself loads on first use."""
-        clip = self.image_embedder
-        try:
-            if clip is None or not self.config.image.enabled:
-                reason = availability(self.config.image)
-                log.info("%s", reason)
-                return reason
-            reason = await asyncio.to_thread(availability, clip.config, hub_cache=clip.hub_cache)
-        except Exception as exc:  # open-clip missing or broken: image memory is off, text memory is not
-            reason = f"Image memory is off: open-clip cannot be used ({type(exc).__name__}: {exc})"
-        if reason:
-            log.warning("%s", reason)
-        return reason
-
-    async def _stop_image_check(self) -> None:
-        if self._image_check is not None and not self._image_check.done():
-            self._image_check.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._image_check
-
-    async def image_memory_off(self) -> str | None:
-        """Why image memory is off (the one message logged at start), or None when it is on."""
-        self._check_open()
-        return await self._image_reason()
-
-    async def _image_reason(self) -> str | None:
-        """The check's answer; usable while opening too (crash recovery may restore images)."""
-        assert self._image_check is not None
-        return await asyncio.shield(self._image_check)
-
-    async def _images_on(self) -> ClipEmbedder | None:
-        """The image embedder, once image memory is known to be on; None when it is off."""
-        return None if await self._image_reason() else self.image_embedder
-
-    async def _require_images(self) -> ClipEmbedder:
-        clip = await self._images_on()
-        if clip is None:
-            raise ImageMemoryUnavailable(await self._image_reason() or "Image memory is off")
-        return clip
-
     # ----- the write path ----------------------------------------------------------------------------
 
     async def process_turn(
@@ -346,62 +297,6 @@ class MemoryManager(ReadPath, WritePath):
             images = await self._recovered_images([r for _, r in fresh])
             await self._commit([r for _, r in fresh], [p for p, _ in fresh], images)
             self.recovered_turns = len(fresh)
-
-    async def _recovered_images(self, records: Sequence[LogRecord]) -> list[list[StoredImage]]:
-        """The images a recovered turn named, read back from data_dir/images (written before its log line).
-        With image memory off, or a file gone, the turn is recovered without them, and the log says so."""
-        paths = [[self.config.data_dir / path for path in record.images] for record in records]
-        if not any(paths):
-            return [[] for _ in records]
-        try:
-            return await self._prepare_images(paths)
-        except (ImageMemoryUnavailable, InvalidInput) as exc:
-            log.warning("recovery: the turns' images cannot be restored (%s); their text is", exc)
-            return [[] for _ in records]
-
-    async def remember_image(
-        self,
-        image: bytes | Path,
-        caption: str | None = None,
-        *,
-        session_id: str | None = None,
-        namespace: str = "default",
-        at: datetime | None = None,
-    ) -> Memory:
-        """Remember an image (encoded bytes or a file) as a memory of its own: its CLIP vector for image and
-        text-tower search, its caption (if any) for the text layers. The store keeps a copy of the bytes."""
-        self._check_open()
-        await self._require_images()
-        now = self.clock()
-        check_identifier("namespace", namespace)
-        if session_id is not None:
-            check_identifier("session_id", session_id)
-        text = check_content(caption, max_bytes=self.config.max_content_bytes) if caption else None
-        where = ImagePlace(namespace, session_id, check_time(at, default=now))
-        prepared, (embedding, extraction) = await asyncio.gather(
-            self._prepare_images([check_images([image])]), self._caption(text)
-        )
-        commit = image_commit(
-            prepared[0][0],
-            where,
-            now,
-            caption=text,
-            extraction=extraction,
-            embedding=embedding,
-        )
-        await self._store_images(prepared)
-        await self.records.commit_images([commit], now=now)
-        self.projector.notify()
-        return commit.memory
-
-    async def _caption(self, text: str | None) -> tuple[tuple[bytes, str] | None, Extraction | None]:
-        """A caption's text vector (with the model's name) and its keywords and entities."""
-        if not text:
-            return None, None
-        vectors, extraction = await asyncio.gather(
-            self.embedder.embed([text]), asyncio.to_thread(self.extractor.extract, text)
-        )
-        return (vectors[0].astype("<f4").tobytes(), self.embedder.name), extraction
 
     async def get(self, memory_id: str) -> Memory:
         self._check_open()

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+import numpy as np
+
 from agent_memory.config import DecayConfig
 
 
@@ -83,3 +85,14 @@ def memory_strength(memory: Remembered, now: datetime, decay: DecayConfig) -> fl
         half_life=decay.half_life,
         generation_floor=decay.generation_floor,
     )
+
+
+def nearest_gap(vector: np.ndarray, gaps: Sequence[tuple[str, np.ndarray]], floor: float) -> str | None:
+    """The open retrieval gap whose query vector is closest to `vector` (cosine, unit vectors), if it is at least
+    `floor` close."""
+    best_id, best = None, floor
+    for gap_id, gap_vector in gaps:
+        score = float(gap_vector @ vector)
+        if score >= best:
+            best_id, best = gap_id, score
+    return best_id

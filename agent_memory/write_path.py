@@ -18,14 +18,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from agent_memory.cognition.emotion import EmotionScorer
 from agent_memory.cognition.extraction import SimpleExtractor
-from agent_memory.cognition.salience import TextFeatures, text_features
+from agent_memory.cognition.salience import TextFeatures, asks_question, text_features
 from agent_memory.cognition.save_decision import is_phatic
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
@@ -50,8 +49,8 @@ from agent_memory.models import (
     new_id,
 )
 from agent_memory.policy.controller import Policy, TurnSignals, Verdict, surprise_of
+from agent_memory.scoring import nearest_gap
 from agent_memory.storage.base import VectorStore
-from agent_memory.storage.image_files import read_for_store, write_files
 from agent_memory.storage.journal import JsonlJournal, encode_record
 from agent_memory.storage.outbox import TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
@@ -97,10 +96,6 @@ class WritePath:
     _last_turn: dict[tuple[str, str], tuple[int, str]]
     journal: JsonlJournal
     image_embedder: ClipEmbedder | None
-
-    if TYPE_CHECKING:  # provided by MemoryManager
-
-        async def _require_images(self) -> ClipEmbedder: ...
 
     async def _commit(
         self,
@@ -198,7 +193,7 @@ class WritePath:
                 session = await self._session_surprise(draft, batch)
                 if record.namespace not in gaps:
                     gaps[record.namespace] = await self._open_gap_vectors(record.namespace, now)
-                gap_id = _near_gap(draft.vector, gaps[record.namespace], settings.gap_similarity)
+                gap_id = nearest_gap(draft.vector, gaps[record.namespace], settings.gap_similarity)
                 batch.append(draft)
             surprise = surprise_of(novelty, session, novelty_weight=settings.novelty_weight)
             draft.signals = TurnSignals(
@@ -212,7 +207,7 @@ class WritePath:
                 session,
                 surprise,
                 gap_id,
-                _asks(draft.previous),
+                asks_question(draft.previous),
             )
 
     async def _nearest_stored(self, draft: Draft, batch: Sequence[Draft]) -> float | None:
@@ -403,40 +398,3 @@ class WritePath:
             turn_number=record.turn_number,
             role=record.role,
         )
-
-    # ----- images ------------------------------------------------------------------------------------
-
-    async def _prepare_images(self, groups: Sequence[Sequence[bytes | Path]]) -> list[list[StoredImage]]:
-        """Read, decode and CLIP-embed every image of a batch before anything is written: one bad image raises
-        InvalidImage (naming it), and with image memory off any image raises ImageMemoryUnavailable."""
-        flat = [item for group in groups for item in group]
-        if not flat:
-            return [[] for _ in groups]
-        clip = await self._require_images()
-        read = await asyncio.to_thread(lambda: [read_for_store(index, item) for index, item in enumerate(flat)])
-        vectors = await clip.embed_images([data for data, *_ in read])
-        stored = iter(
-            [StoredImage(*found, v.astype("<f4").tobytes(), clip.name) for found, v in zip(read, vectors, strict=True)]
-        )
-        return [[next(stored) for _ in group] for group in groups]
-
-    async def _store_images(self, groups: Sequence[Sequence[StoredImage]]) -> None:
-        """Copy the images into data_dir/images, fsynced, before the transaction that names them commits."""
-        files = {image.media_path: image.data for group in groups for image in group}
-        if files:
-            await asyncio.to_thread(write_files, self.config.data_dir, files)
-
-
-def _asks(text: str | None) -> bool:
-    """Whether a turn ends by asking something (a question mark in its last sentence or so)."""
-    return text is not None and "?" in text[-80:]
-
-
-def _near_gap(vector: np.ndarray, gaps: Sequence[tuple[str, np.ndarray]], floor: float) -> str | None:
-    """The open gap this vector is closest to, if it is at least `floor` close."""
-    best_id, best = None, floor
-    for gap_id, gap_vector in gaps:
-        score = float(gap_vector @ vector)
-        if score >= best:
-            best_id, best = gap_id, score
-    return best_id

@@ -266,3 +266,9 @@ def memory_type_of(features: TextFeatures) -> MemoryType:
     if features.self_fact and not (features.event or features.time_refs or features.plan):
         return MemoryType.SEMANTIC
     return MemoryType.EPISODIC
+
+
+def asks_question(text: str | None) -> bool:
+    """Whether a turn ends by asking something (a question mark in its last sentence or so): the turn after it
+    usually carries the answer."""
+    return text is not None and "?" in text[-80:]

@@ -118,6 +118,8 @@ class SleepConfig(_Section):
     """... and below this, to cold. A consolidated memory (generation >= 1) is never cold."""
     hot_tier_threshold: int = Field(default=500, ge=1)
     """More hot memories than this in the store calls for consolidation (the tiering report says so)."""
+    job_timeout: timedelta = timedelta(minutes=30)
+    """A sleep job still running after this long is stopped and its run reported failed."""
     page_size: int = Field(default=2000, ge=1)
     """Memories a job reads and writes per transaction, so a large store never blocks writers for long."""
     outcome_window: timedelta = timedelta(days=14)

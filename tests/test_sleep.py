@@ -253,3 +253,24 @@ async def test_the_index_is_built_in_a_child_process_and_writes_meanwhile_are_ke
         assert not any(p.name.startswith(".text.") for p in (eager.data_dir / "vectors").iterdir())
         quiet = await run_job(manager, "index", now=T0)
         assert quiet.counts["text"]["built"] is (quiet.counts["text"]["points"] - quiet.counts["text"]["indexed"] >= 10)
+
+
+async def test_a_job_over_its_timeout_is_stopped_and_an_interrupted_run_is_marked_failed(
+    config: Config, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def slow(_manager: MemoryManager, _now: datetime) -> dict[str, object]:
+        await asyncio.sleep(5)
+        return {"never": True}
+
+    monkeypatch.setitem(JOBS, "slow", slow)
+    hasty = config.model_copy(update={"sleep": SleepConfig(job_timeout=timedelta(milliseconds=50))})
+    async with MemoryManager.open(hasty, embedder=embedder) as manager:
+        started = asyncio.get_running_loop().time()
+        run = await run_job(manager, "slow", now=T0)
+        assert asyncio.get_running_loop().time() - started < 4
+        assert run.status == "failed" and run.error is not None and run.error.startswith("timed out after")
+        cut_off = await manager.records.start_job("decay", now=T0)  # what a kill -9 mid-run leaves behind
+        await run_job(manager, "decay", now=T0)
+        runs = {r.run_id: r for r in await manager.records.job_runs("decay")}
+        assert runs[cut_off].status == "failed" and "interrupted" in (runs[cut_off].error or "")
+        assert [r.status for r in runs.values() if r.run_id != cut_off] == ["ok"]

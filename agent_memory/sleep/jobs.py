@@ -6,6 +6,7 @@ The scheduler (the daemon) and the CLI (`agent-memory decay`, `agent-memory tier
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -43,9 +44,15 @@ async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = N
     if job is None:
         raise InvalidInput(f"No sleep job named {name!r}; the jobs are {', '.join(sorted(JOBS))}")
     now = now or manager.clock()
+    await manager.records.fail_interrupted_jobs(name, now=now)
     run_id = await manager.records.start_job(name, now=now)
+    limit = manager.config.sleep.job_timeout
     try:
-        counts = await job(manager, now, **options)
+        async with asyncio.timeout(limit.total_seconds()):
+            counts = await job(manager, now, **options)
+    except TimeoutError:
+        log.error("sleep job %s ran over sleep.job_timeout (%s) and was stopped", name, limit)
+        await manager.records.finish_job(run_id, now=manager.clock(), counts={}, error=f"timed out after {limit}")
     except Exception as exc:  # CancelledError is a BaseException, so it propagates
         log.exception("sleep job %s failed; it runs again at its next time", name)
         await manager.records.finish_job(run_id, now=manager.clock(), counts={}, error=f"{type(exc).__name__}: {exc}")

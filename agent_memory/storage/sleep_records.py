@@ -200,6 +200,16 @@ class SleepQueries:
 
     # ----- job reports -------------------------------------------------------------------------------
 
+    async def fail_interrupted_jobs(self, job: str, *, now: datetime) -> int:
+        """Runs of `job` still marked running when a new one starts were cut off (one process owns the store and
+        runs one of each job at a time): mark them failed, so the history does not show them running forever."""
+        async with self.transaction() as db:
+            cursor = await db.execute(
+                "UPDATE job_runs SET status = 'failed', finished_at = ?, error = ? WHERE job = ? AND status = 'running'",
+                (ts(now), "interrupted: the process stopped while it ran", job),
+            )
+            return int(cursor.rowcount or 0)
+
     async def start_job(self, job: str, *, now: datetime) -> int:
         async with self.transaction() as db:
             cursor = await db.execute("INSERT INTO job_runs (job, started_at) VALUES (?, ?)", (job, ts(now)))

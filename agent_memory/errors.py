@@ -15,6 +15,8 @@ AgentMemoryError
     LLMTimeout                no answer within llm.timeout
     LLMBadOutput              an answer that is not the JSON asked for; the message quotes its start
   ClosedError                 used after close()
+  DaemonError                 the daemon answered with an error no class above fits; the message names its URL
+    DaemonUnreachable         the daemon that owns the data directory did not answer; the message names its URL
 """
 
 from __future__ import annotations
@@ -129,3 +131,17 @@ class LLMBadOutput(LLMError):
 class ClosedError(AgentMemoryError):
     def __init__(self, what: str = "MemoryManager") -> None:
         super().__init__(f"{what} is closed; open it again before use")
+
+
+class DaemonError(AgentMemoryError):
+    """The daemon answered with an error that no class above fits; `code` is its stable code (docs/daemon.md).
+    An error the daemon maps to a class above comes back to its client as that class, with the daemon's message."""
+
+    def __init__(self, message: str, *, url: str, code: str) -> None:
+        super().__init__(message)
+        self.url, self.code = url, code
+
+
+class DaemonUnreachable(DaemonError):
+    def __init__(self, url: str, detail: str) -> None:
+        super().__init__(f"No answer from the agent-memory daemon at {url}: {detail}", url=url, code="unreachable")

@@ -82,7 +82,7 @@ async def test_a_turn_is_processed_then_retrieved(client: httpx.AsyncClient) -> 
     assert results[0]["memory"]["memory_id"] == turn["memory_id"]
     assert results[0]["memory"]["content"] == TURN["content"]
     assert results[0]["rank"] == 1 and results[0]["score"] > 0
-    assert "semantic" in results[0]["layers"] and set(results[0]["layers"]["semantic"]) == {"rank", "score"}
+    assert "semantic" in results[0]["layers"] and set(results[0]["layers"]["semantic"]) == {"layer", "rank", "score"}
 
 
 async def test_bulk_turns_come_back_in_order(client: httpx.AsyncClient) -> None:

@@ -1,4 +1,5 @@
-"""The `agent-memory` command line. Opens the store directly, or serves it: `agent-memory serve` (docs/daemon.md)."""
+"""The `agent-memory` command line. A command goes through the daemon that owns the data directory when one runs,
+and opens the store directly when none does (interfaces/routing.py); `serve` is that daemon (docs/daemon.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from agent_memory.config import Config, load_config
 from agent_memory.errors import AgentMemoryError
+from agent_memory.interfaces.routing import open_store
 from agent_memory.manager import MemoryManager
 from agent_memory.models import JobRun, RetrievalResult
 
@@ -87,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("reweight", "weigh keywords that connected memories share"),
         ("dream", "explore the graph for links nothing has made yet"),
         ("index", "build the vector index where enough points are unindexed"),
+        ("compact", "consolidate overlapping memories, each merge checked by generative replay"),
     ):
         run = commands.add_parser(job, help=f"sleep job, once: {what}")
         run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
@@ -161,12 +164,12 @@ async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     if args.limit:
         turns = islice(turns, args.limit)
     saved = total = 0
-    async with MemoryManager.open(config) as manager:
+    async with open_store(config) as store:
         with tqdm(unit="turn", desc="ingest", disable=not sys.stderr.isatty()) as bar:
             while batch := list(islice(turns, args.batch)):
                 if args.namespace:
                     batch = [_with_namespace(t, args.namespace) for t in batch]
-                results = await manager.process_turns(batch)
+                results = await store.process_turns(batch)
                 saved += sum(r.saved for r in results)
                 total += len(results)
                 bar.update(len(results))
@@ -181,8 +184,8 @@ def _with_namespace(turn: Any, namespace: str) -> Any:
 
 
 async def cmd_search(config: Config, args: argparse.Namespace) -> int:
-    async with MemoryManager.open(config) as manager:
-        results = await manager.retrieve(args.query, k=args.k, namespace=args.namespace)
+    async with open_store(config) as store:
+        results = await store.retrieve(args.query, k=args.k, namespace=args.namespace)
     if args.json:
         print(json.dumps([result_json(r) for r in results], indent=2))
     else:
@@ -213,8 +216,8 @@ def format_result(result: RetrievalResult) -> str:
 
 
 async def cmd_context(config: Config, args: argparse.Namespace) -> int:
-    async with MemoryManager.open(config) as manager:
-        context = await manager.context(args.query, budget_tokens=args.budget, namespace=args.namespace)
+    async with open_store(config) as store:
+        context = await store.context(args.query, budget_tokens=args.budget, namespace=args.namespace)
     print(context.text or "(no memory fits)")
     if args.explain:
         print(context.explain())
@@ -254,8 +257,8 @@ async def cmd_bench(config: Config, args: argparse.Namespace) -> int:
 
 
 async def cmd_stats(config: Config, args: argparse.Namespace) -> int:
-    async with MemoryManager.open(config) as manager:
-        stats = await manager.stats()
+    async with open_store(config) as store:
+        stats = await store.stats()
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
@@ -265,8 +268,8 @@ async def cmd_stats(config: Config, args: argparse.Namespace) -> int:
 
 
 async def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
-    async with MemoryManager.open(config) as manager:
-        report = await manager.doctor(repair=args.repair)
+    async with open_store(config) as store:
+        report = await store.doctor(repair=args.repair)
     print(f"memories={report.memories} turns={report.turns} pending_outbox={report.pending_outbox}")
     for action in report.repaired:
         print(f"repaired: {action}")
@@ -277,18 +280,18 @@ async def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
 
 
 async def cmd_job(config: Config, args: argparse.Namespace) -> int:
-    from agent_memory.sleep.jobs import run_job
-
-    options = {"out": args.out, "labelled_only": not args.all} if args.command == "export" else {}
-    async with MemoryManager.open(config) as manager:
-        run = await run_job(manager, args.command, now=getattr(args, "now", None), **options)
+    options = (
+        {"out": args.out.expanduser().absolute(), "labelled_only": not args.all} if args.command == "export" else {}
+    )
+    async with open_store(config) as store:
+        run = await store.run_job(args.command, now=getattr(args, "now", None), **options)
     print(json.dumps(_run_dict(run), indent=2) if getattr(args, "json", False) else _run_line(run))
     return 0 if run.status == "ok" else 1
 
 
 async def cmd_jobs(config: Config, args: argparse.Namespace) -> int:
-    async with MemoryManager.open(config) as manager:
-        runs = await manager.records.job_runs(args.job, limit=args.limit)
+    async with open_store(config) as store:
+        runs = await store.job_runs(args.job, limit=args.limit)
     if args.json:
         print(json.dumps([_run_dict(r) for r in runs], indent=2))
     for run in [] if args.json else runs:
@@ -327,6 +330,7 @@ COMMANDS = {
     "reweight": cmd_job,
     "dream": cmd_job,
     "index": cmd_job,
+    "compact": cmd_job,
     "export": cmd_job,
     "jobs": cmd_jobs,
     "serve": cmd_serve,

@@ -39,7 +39,7 @@ from agent_memory.errors import (
     StorageError,
 )
 from agent_memory.manager import MemoryManager
-from agent_memory.models import Context, JobRun, Memory, RetrievalResult, TurnInput, TurnResult
+from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, TurnInput, TurnResult
 from agent_memory.sleep.jobs import run_job
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ def memory_json(memory: Memory) -> dict[str, Any]:
 
 
 def result_json(result: RetrievalResult) -> dict[str, Any]:
-    layers = {name: {"rank": hit.rank, "score": hit.score} for name, hit in result.layers.items()}
+    layers = {name: {"layer": hit.layer, "rank": hit.rank, "score": hit.score} for name, hit in result.layers.items()}
     return {"rank": result.rank, "score": result.score, "layers": layers, "memory": memory_json(result.memory)}
 
 
@@ -177,6 +177,11 @@ def context_json(context: Context) -> dict[str, Any]:
 def run_json(run: JobRun) -> dict[str, Any]:
     data: dict[str, Any] = jsonable_encoder(asdict(run))
     return data
+
+
+def doctor_json(report: DoctorReport) -> dict[str, Any]:
+    data: dict[str, Any] = jsonable_encoder(asdict(report))
+    return {**data, "consistent": report.consistent}
 
 
 # ----- the app ----------------------------------------------------------------------------------------
@@ -257,6 +262,10 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
     async def stats() -> dict[str, Any]:
         data: dict[str, Any] = jsonable_encoder(await manager.stats())
         return data
+
+    @v1.get("/doctor")
+    async def doctor(repair: bool = False) -> dict[str, Any]:
+        return doctor_json(await manager.doctor(repair=repair))
 
     @v1.post("/jobs/{name}")
     async def run(name: str, body: JobBody | None = None) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 """The daemon: one process owns the data directory and serves it over HTTP, with the sleep jobs on a schedule.
 
-Shutdown (SIGTERM or SIGINT): uvicorn stops accepting connections and finishes the requests in flight; then the
+Once its socket is bound it writes `data_dir/daemon.json` (its URL and pid, interfaces/discovery.py), which is how
+the CLI finds it; the file goes when it stops serving.
+
+Shutdown (SIGTERM or SIGINT): daemon.json is removed; uvicorn stops accepting connections and finishes the requests in flight; then the
 scheduler starts nothing new and the jobs already running finish; then the manager closes (the outbox is
 applied, the engines closed, the owner lock released) and the process exits 0.
 """
@@ -21,6 +24,7 @@ import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
 from agent_memory.config import Config
+from agent_memory.interfaces.discovery import publish, serving_url, withdraw
 from agent_memory.interfaces.http import create_app
 from agent_memory.interfaces.token import load_or_create_token, token_path
 from agent_memory.manager import MemoryManager
@@ -73,7 +77,7 @@ class SleepSchedule:
 class DaemonServer(uvicorn.Server):
     """uvicorn's server, except that a SIGTERM or SIGINT is not raised again once serving stops (uvicorn does
     that, which would kill the process before the scheduler and the store are closed), and that it says where it
-    listens once the socket is bound (port 0 picks a free one)."""
+    listens once the socket is bound (port 0 picks a free one): on stdout, and in daemon.json for the CLI."""
 
     def __init__(self, config: uvicorn.Config, *, data_dir: Path) -> None:
         super().__init__(config)
@@ -83,9 +87,14 @@ class DaemonServer(uvicorn.Server):
         await super().startup(sockets=sockets)
         if self.started:
             host, port = self.servers[0].sockets[0].getsockname()[:2]
+            publish(self.data_dir, serving_url(host, port))  # where a client on this machine connects
             where = f"http://{host}:{port} (token in {token_path(self.data_dir)})"
             sys.stdout.write(f"agent-memory: serving {self.data_dir} on {where}\n")
             sys.stdout.flush()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        withdraw(self.data_dir)  # first: a CLI that looks now no longer sends requests to a closing server
+        await super().shutdown(sockets=sockets)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -113,4 +122,5 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
         try:
             await server.serve()
         finally:
+            withdraw(config.data_dir)  # in case serving stopped without uvicorn's shutdown
             await schedule.stop()

@@ -31,6 +31,15 @@ def load_or_create_token(data_dir: Path) -> str:
     return token
 
 
+def read_token(data_dir: Path) -> str:
+    """The token a client sends: the daemon's, which it created on its first start."""
+    path = token_path(data_dir)
+    try:
+        return _read(path)
+    except OSError as exc:
+        raise ConfigError(f"Cannot read the daemon's token {path}: {exc.strerror or exc}") from exc
+
+
 def _read(path: Path) -> str:
     token = path.read_text(encoding="ascii").strip()
     if not token:

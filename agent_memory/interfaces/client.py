@@ -1,0 +1,271 @@
+"""`DaemonClient`: the daemon's HTTP API (docs/daemon.md) from another process, answering in the types
+`MemoryManager` answers in, so that a caller formats one thing however it got it. `find_daemon` finds the daemon
+that owns a data directory, if one does (interfaces/discovery.py).
+
+An error answer, `{"error": {"code", "message"}}`, is raised again here as the class the daemon's error belongs to
+(the nearest one that takes a message: `duplicate_turn` is an `InvalidInput`), with the daemon's message; a code
+that no class fits is a `DaemonError`, and a daemon that does not answer is `DaemonUnreachable`, naming its URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from agent_memory.errors import (
+    AgentMemoryError,
+    ConfigError,
+    DaemonError,
+    DaemonUnreachable,
+    ImageMemoryUnavailable,
+    InvalidEncoding,
+    InvalidInput,
+    ModelError,
+    NotFound,
+    StorageError,
+)
+from agent_memory.interfaces.discovery import live_daemon
+from agent_memory.interfaces.token import read_token
+from agent_memory.models import (
+    Context,
+    DoctorReport,
+    EmotionalContext,
+    JobRun,
+    Memory,
+    RetrievalResult,
+    TurnInput,
+)
+
+T = TypeVar("T")
+HEALTH_TIMEOUT = 2.0
+REQUEST_TIMEOUT = httpx.Timeout(10.0, read=None)
+"""No read timeout: a large batch of turns or a sleep job takes what it takes (the daemon bounds a job by
+sleep.job_timeout); connecting and sending still give up after 10 s."""
+
+ERROR_CLASSES: dict[str, type[AgentMemoryError]] = {
+    "invalid_input": InvalidInput,
+    "empty_content": InvalidInput,
+    "content_too_large": InvalidInput,
+    "invalid_encoding": InvalidInput,
+    "invalid_identifier": InvalidInput,
+    "invalid_image": InvalidInput,
+    "duplicate_turn": InvalidInput,
+    "malformed_json": InvalidInput,
+    "invalid_request": InvalidInput,
+    "not_found": NotFound,
+    "storage_error": StorageError,
+    "model_error": ModelError,
+    "image_memory_unavailable": ImageMemoryUnavailable,
+    "config_error": ConfigError,
+}
+"""The daemon's error codes (interfaces/http.py ERRORS) back to classes; any other code is a DaemonError."""
+
+
+async def find_daemon(data_dir: Path) -> DaemonClient | None:
+    """A client of the daemon that owns `data_dir`, or None when none does (no daemon.json, or a stale one).
+
+    Raises DaemonUnreachable when a live daemon owns it but GET /health gets no answer within 2 s: the store cannot
+    be opened here instead, since that daemon holds its lock."""
+    info = live_daemon(data_dir)
+    if info is None:
+        return None
+    client = DaemonClient(info.url, read_token(data_dir))
+    try:
+        await client.health()
+    except BaseException:
+        await client.aclose()
+        raise
+    return client
+
+
+class DaemonClient:
+    """One daemon's API over httpx; close it (`async with`, or `aclose`). `transport` is a seam for tests."""
+
+    def __init__(self, url: str, token: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.url = url
+        headers = {"Authorization": f"Bearer {token}"}
+        self._http = httpx.AsyncClient(base_url=url, headers=headers, timeout=REQUEST_TIMEOUT, transport=transport)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def health(self) -> None:
+        """GET /health, given HEALTH_TIMEOUT (2 s) to answer: a daemon that owns the store answers at once."""
+        await self._call("GET", "/health", timeout=HEALTH_TIMEOUT)
+
+    async def process_turns(self, turns: Sequence[TurnInput]) -> list[TurnReceipt]:
+        """POST /v1/turns/bulk: one batch, in order; one bad turn rejects all of them."""
+        answer = await self._call("POST", "/v1/turns/bulk", json={"turns": [turn_body(t) for t in turns]})
+        return self._decode(_RECEIPTS, answer)
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        namespace: str = "default",
+        emotional_context: EmotionalContext | None = None,
+        now: datetime | None = None,
+        as_of: datetime | None = None,
+    ) -> list[RetrievalResult]:
+        body = _jsonable(
+            query=query, k=k, namespace=namespace, emotional_context=emotional_context, now=now, as_of=as_of
+        )
+        return self._decode(_RESULTS, await self._call("POST", "/v1/retrieve", json=body), _results)
+
+    async def context(
+        self,
+        query: str,
+        *,
+        budget_tokens: int = 2048,
+        namespace: str = "default",
+        emotional_context: EmotionalContext | None = None,
+        now: datetime | None = None,
+        as_of: datetime | None = None,
+    ) -> Context:
+        body = _jsonable(
+            query=query,
+            budget_tokens=budget_tokens,
+            namespace=namespace,
+            emotional_context=emotional_context,
+            now=now,
+            as_of=as_of,
+        )
+        return self._decode(_CONTEXT, await self._call("POST", "/v1/context", json=body), _context)
+
+    async def get(self, memory_id: str) -> Memory:
+        return self._decode(_MEMORY, await self._call("GET", f"/v1/memories/{quote(memory_id, safe='')}"))
+
+    async def stats(self) -> dict[str, Any]:
+        return self._decode(_STATS, await self._call("GET", "/v1/stats"))
+
+    async def run_job(self, name: str, *, now: datetime | None = None, **options: Any) -> JobRun:
+        """POST /v1/jobs/{name}. A Path option (export's `out`) is sent absolute: the daemon's cwd is not ours."""
+        answer = await self._call("POST", f"/v1/jobs/{quote(name, safe='')}", json=_jsonable(now=now, **options))
+        return self._decode(_RUN, answer)
+
+    async def job_runs(self, job: str | None = None, *, limit: int = 50) -> list[JobRun]:
+        params: dict[str, Any] = {"limit": limit} if job is None else {"limit": limit, "job": job}
+        return self._decode(_RUNS, await self._call("GET", "/v1/jobs", params=params))
+
+    async def doctor(self, *, repair: bool = False) -> DoctorReport:
+        return self._decode(_DOCTOR, await self._call("GET", "/v1/doctor", params={"repair": repair}))
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise DaemonUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+        if response.is_error:
+            raise self._error(response)
+        try:
+            return response.json()
+        except ValueError:
+            raise self._unexpected(response) from None
+
+    def _error(self, response: httpx.Response) -> AgentMemoryError:
+        try:
+            error = response.json()["error"]
+            code, message = str(error["code"]), str(error["message"])
+        except (ValueError, KeyError, TypeError):
+            return self._unexpected(response)
+        cls = ERROR_CLASSES.get(code)
+        if cls is None:
+            return DaemonError(f"The daemon at {self.url} answered {code}: {message}", url=self.url, code=code)
+        return cls(message)
+
+    def _unexpected(self, response: httpx.Response) -> DaemonError:
+        start = response.text[:200]
+        message = f"The daemon at {self.url} answered HTTP {response.status_code} with no JSON error: {start!r}"
+        return DaemonError(message, url=self.url, code="unexpected_answer")
+
+    def _decode(self, adapter: TypeAdapter[T], data: Any, prepare: Callable[[Any], Any] | None = None) -> T:
+        try:
+            return adapter.validate_python(prepare(data) if prepare else data)
+        except (ValidationError, KeyError, TypeError, AttributeError) as exc:
+            message = f"The daemon at {self.url} answered in an unexpected shape: {exc}"
+            raise DaemonError(message, url=self.url, code="unexpected_answer") from exc
+
+
+# ----- requests and answers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnReceipt:
+    """What the daemon says of one processed turn (the shape of POST /v1/turns); `saved` as in TurnResult."""
+
+    turn_id: str
+    saved: bool
+    memory_id: str | None
+    reason: str
+    path: str
+
+
+def turn_body(turn: TurnInput) -> dict[str, Any]:
+    """A turn as POST /v1/turns takes it. The API takes no images: a turn with images is refused here, unsent."""
+    if turn.images:
+        raise InvalidInput(
+            f"Turn {turn.turn_number} of session {turn.session_id!r} has images, which the daemon's HTTP API does "
+            "not take; stop the daemon to ingest it directly"
+        )
+    content = turn.content
+    if isinstance(content, bytes):
+        try:
+            content = content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidEncoding(str(exc)) from None
+    fields = {"session_id": turn.session_id, "turn_number": turn.turn_number, "content": content, "role": turn.role}
+    return _jsonable(**fields, emotional_context=turn.emotional_context, at=turn.at, namespace=turn.namespace)
+
+
+def _jsonable(**fields: Any) -> dict[str, Any]:
+    """A JSON body: None left out (the daemon's default), times in ISO-8601, paths absolute."""
+    return {name: _json_value(value) for name, value in fields.items() if value is not None}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value.expanduser().absolute())
+    if isinstance(value, EmotionalContext):
+        return value.as_dict()
+    return value
+
+
+def _results(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [_result(item) for item in data]
+
+
+def _result(data: dict[str, Any]) -> dict[str, Any]:
+    """A result as the API writes it, with each layer's name put back into its LayerHit."""
+    layers = {name: {"layer": name, **hit} for name, hit in data["layers"].items()}
+    return {"memory": data["memory"], "score": data["score"], "rank": data["rank"], "layers": layers}
+
+
+def _context(data: dict[str, Any]) -> dict[str, Any]:
+    items = [{"result": _result(item), "tokens": item["tokens"]} for item in data["items"]]
+    return {**data, "items": items}
+
+
+_RECEIPTS = TypeAdapter(list[TurnReceipt])
+_RESULTS = TypeAdapter(list[RetrievalResult])
+_CONTEXT = TypeAdapter(Context)
+_MEMORY = TypeAdapter(Memory)
+_STATS = TypeAdapter(dict[str, Any])
+_RUN = TypeAdapter(JobRun)
+_RUNS = TypeAdapter(list[JobRun])
+_DOCTOR = TypeAdapter(DoctorReport)

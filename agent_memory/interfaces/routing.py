@@ -1,0 +1,92 @@
+"""Where a CLI command runs: through the daemon that owns the data directory, or on the store opened here.
+
+One process owns a data directory (DESIGN.md, invariant 4). So while `agent-memory serve` runs, `open_store` gives
+a `DaemonClient` of it, and otherwise opens the store in this process; both answer the `Store` protocol in the
+same types, and the commands print the same output either way (docs/daemon.md, "The CLI and a running daemon").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, Protocol
+
+from agent_memory.config import Config
+from agent_memory.interfaces.client import find_daemon
+from agent_memory.manager import MemoryManager
+from agent_memory.models import Context, DoctorReport, JobRun, RetrievalResult, TurnInput
+
+log = logging.getLogger(__name__)
+
+
+class Processed(Protocol):
+    """A processed turn: a TurnResult here, a TurnReceipt from the daemon."""
+
+    @property
+    def saved(self) -> bool: ...
+
+
+class Store(Protocol):
+    """What the CLI asks of the memory, wherever it is."""
+
+    async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]: ...
+
+    async def retrieve(
+        self, query: str, *, k: int | None = None, namespace: str = "default"
+    ) -> list[RetrievalResult]: ...
+
+    async def context(self, query: str, *, budget_tokens: int = 2048, namespace: str = "default") -> Context: ...
+
+    async def stats(self) -> dict[str, Any]: ...
+
+    async def run_job(self, name: str, *, now: datetime | None = None, **options: Any) -> JobRun: ...
+
+    async def job_runs(self, job: str | None = None, *, limit: int = 50) -> list[JobRun]: ...
+
+    async def doctor(self, *, repair: bool = False) -> DoctorReport: ...
+
+
+class LocalStore:
+    """The store opened in this process: the manager, plus the sleep jobs and their history."""
+
+    def __init__(self, manager: MemoryManager) -> None:
+        self.manager = manager
+
+    async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]:
+        return await self.manager.process_turns(turns)
+
+    async def retrieve(self, query: str, *, k: int | None = None, namespace: str = "default") -> list[RetrievalResult]:
+        return await self.manager.retrieve(query, k=k, namespace=namespace)
+
+    async def context(self, query: str, *, budget_tokens: int = 2048, namespace: str = "default") -> Context:
+        return await self.manager.context(query, budget_tokens=budget_tokens, namespace=namespace)
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.manager.stats()
+
+    async def run_job(self, name: str, *, now: datetime | None = None, **options: Any) -> JobRun:
+        from agent_memory.sleep.jobs import run_job
+
+        return await run_job(self.manager, name, now=now, **options)
+
+    async def job_runs(self, job: str | None = None, *, limit: int = 50) -> list[JobRun]:
+        return await self.manager.records.job_runs(job, limit=limit)
+
+    async def doctor(self, *, repair: bool = False) -> DoctorReport:
+        return await self.manager.doctor(repair=repair)
+
+
+@asynccontextmanager
+async def open_store(config: Config) -> AsyncIterator[Store]:
+    """The daemon that owns `config.data_dir` if one does (its own config then applies, not `config`), else the
+    store opened here and closed on exit."""
+    client = await find_daemon(config.data_dir)
+    if client is not None:
+        log.info("talking to the daemon at %s", client.url)
+        async with client:
+            yield client
+        return
+    async with MemoryManager.open(config) as manager:
+        yield LocalStore(manager)

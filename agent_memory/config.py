@@ -139,6 +139,23 @@ class SleepConfig(_Section):
     keyword_boost: float = Field(default=0.5, ge=0.0)
     """Keyword reweighting: a word carried by connected memories weighs up to 1 + keyword_boost in the keyword
     layer (in proportion to the share of its memories that have a connected memory carrying it too)."""
+    keyword_overlap_merge_threshold: float = Field(default=0.6, gt=0.0, le=1.0)
+    """Consolidation: two memories are merge candidates when their keyword words overlap at least this much
+    (shared words over the smaller set)."""
+    merge_min_similarity: float = Field(default=0.5, ge=-1.0, le=1.0)
+    """... and their vectors at least this similar (cosine): shared words alone also join unrelated turns."""
+    max_valence_delta_for_merge: float = Field(default=0.5, ge=0.0, le=2.0)
+    """Never merge memories whose valence differs by more than this (a happy and a sad memory stay apart)."""
+    max_generation_gap_for_merge: int = Field(default=1, ge=0)
+    """Only merge memories at most this many generations apart."""
+    merge_max_group: int = Field(default=4, ge=2)
+    """At most this many memories become one."""
+    merge_degradation_tolerance: float = Field(default=0.15, ge=0.0, le=1.0)
+    """Generative replay rejects a merge when the mean reciprocal rank of its synthetic queries drops by more."""
+    replay_k: int = Field(default=10, ge=1)
+    """Replay scores a query by the reciprocal rank of its memory within the first replay_k results (0 below)."""
+    compaction_max_merges: int = Field(default=100, ge=0)
+    """Merges tried per namespace per run (each costs a few retrievals); the next run goes on from there."""
 
 
 class ExtractionConfig(_Section):
@@ -215,6 +232,8 @@ class ServeConfig(_Section):
     reweight_interval: timedelta = timedelta(hours=6)
     dream_interval: timedelta = timedelta(hours=6)
     index_interval: timedelta = timedelta(hours=1)
+    compact_interval: timedelta = timedelta(hours=6)
+    """Consolidation runs this often, and at once after a tiering run finds the hot tier over its threshold."""
 
     @field_validator("*", mode="after")
     @classmethod
@@ -225,7 +244,7 @@ class ServeConfig(_Section):
 
     def intervals(self) -> dict[str, timedelta]:
         """Each scheduled sleep job and how often it runs; jobs with a zero interval are left out."""
-        jobs = ("decay", "tier", "assess", "reweight", "dream", "index")
+        jobs = ("decay", "tier", "compact", "assess", "reweight", "dream", "index")
         every = {job: getattr(self, f"{job}_interval") for job in jobs}
         return {job: interval for job, interval in every.items() if interval > timedelta(0)}
 

@@ -28,6 +28,7 @@ from agent_memory.llm.client import LiteLLMClient
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
+    JobRun,
     LogPosition,
     LogRecord,
     Memory,
@@ -314,6 +315,15 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         """Apply every pending projection now; returns how many outbox rows were applied."""
         self._check_open()
         return await self.projector.drain()
+
+    async def run_compaction(self, *, now: datetime | None = None) -> JobRun:
+        """One consolidation cycle (docs/sleep.md): overlapping memories merged into generation+1 memories, each
+        merge kept only if generative replay finds retrieval no worse than `sleep.merge_degradation_tolerance`.
+        The run's report row is returned; its counts say how many merges were accepted and rejected."""
+        self._check_open()
+        from agent_memory.sleep.jobs import run_job  # the jobs build on the manager
+
+        return await run_job(self, "compact", now=now)
 
     async def stats(self) -> dict[str, Any]:
         """Counts from every store, after the pending projections are applied."""

@@ -380,3 +380,21 @@ class JobRun:
     """"running", "ok" or "failed"."""
     counts: Mapping[str, Any]
     error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """One merge as its history row tells it."""
+
+    compaction_id: int
+    namespace: str
+    status: str  # trial, accepted, rejected
+    merged_into: str | None
+    source_ids: tuple[str, ...]
+    method: str  # extractive or llm
+    queries: tuple[str, ...]
+    replay_before: float | None
+    replay_after: float | None
+    reason: str
+    started_at: datetime
+    finished_at: datetime | None

@@ -7,7 +7,7 @@ run in recall.py; ranking and packing are pure (cognition/ranking.py, cognition/
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,11 +106,14 @@ class ReadPath:
         now: datetime | None = None,
         as_of: datetime | None = None,
         budget_tokens: int | None = None,
+        without: Collection[str] = (),
     ) -> Recalled:
-        """Every ranked candidate with its layer timings, recording nothing: for benchmarks and diagnosis. With
-        `budget_tokens`, each layer returns as many candidates as `context()` would ask for at that budget."""
+        """Every ranked candidate with its layer timings, recording nothing: for benchmarks, diagnosis and replay.
+        With `budget_tokens`, each layer returns as many candidates as `context()` would ask for at that budget;
+        `without` leaves search layers out ("grep" finds a merged memory by its sources' words in the log, so
+        consolidation's replay leaves it out to judge what the merged text itself finds)."""
         limit = self.candidates_for(budget_tokens) if budget_tokens else None
-        return await self._recall(query, None, namespace, now, as_of, limit)
+        return await self._recall(query, None, namespace, now, as_of, limit, without=frozenset(without))
 
     async def _recall(
         self,
@@ -122,6 +125,7 @@ class ReadPath:
         limit: int | None = None,
         *,
         image: bytes | Path | None = None,
+        without: frozenset[str] = frozenset(),
     ) -> Recalled:
         self._check_open()
         if isinstance(query, str) and not query.strip():
@@ -136,7 +140,7 @@ class ReadPath:
         seen = None if image is None else await self._query_image(image)
         await self.projector.drain()
         known = self._aware(as_of, "as_of")
-        return await self._reader.run(Query(query, namespace, reference, mood, known, limit, seen))
+        return await self._reader.run(Query(query, namespace, reference, mood, known, limit, seen, without))
 
     async def _query_image(self, image: bytes | Path) -> np.ndarray:
         """A query image's CLIP vector: InvalidImage when it cannot be decoded, ImageMemoryUnavailable when off."""

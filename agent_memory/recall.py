@@ -63,6 +63,7 @@ class Query:
     as_of: datetime | None = None
     limit: int | None = None  # candidates per layer; None means retrieval.candidate_limit
     image: np.ndarray | None = None  # a query image's CLIP vector; the text may then be empty
+    without: frozenset[str] = frozenset()  # search layers left out ("grep": what the stored text alone finds)
 
 
 class Recall:
@@ -123,7 +124,7 @@ class Recall:
             )
             jobs.append(_layer(timings, "keyword", search))
         terms = grep_terms(full) if full else []
-        if config.grep_weight > 0 and terms:
+        if config.grep_weight > 0 and terms and "grep" not in query.without:
             jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
         if full:
             jobs.append(self._vector_layers(full, query.namespace, window, limit, timings))

@@ -128,3 +128,22 @@ def test_bench_cli_writes_the_report(locomo_file: Path, tmp_path: Path, capsys: 
     assert report["budgets"]["2048"]["pooled"]["recall"] == 1.0
     assert "locomo: 3 questions, 5 turns" in capsys.readouterr().out
     assert main(["bench", "locomo", "--data", str(tmp_path / "missing.json")]) == 2
+
+
+async def test_the_lifecycle_counts_a_merged_memory_through_its_lineage(manager: MemoryManager, tmp_path: Path) -> None:
+    data = json.loads(json.dumps(LOCOMO))
+    session = data[0]["conversation"]["session_2"]
+    again = "I adopted a grey cat named Pixel last week. She sleeps on my keyboard all day."
+    session.append({"speaker": "Ana", "dia_id": "D2:3", "text": again})
+    path = tmp_path / "redundant.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    report = await run_bench(manager, "locomo", path, budgets=[2048], sleep=True)
+    life = report["lifecycle"]
+    assert all(job["status"] == "ok" for job in life["jobs"].values()), life["jobs"]
+    assert life["jobs"]["compact"]["counts"]["accepted"] == 1, life["jobs"]["compact"]
+    tokens = life["stored_tokens"]
+    assert tokens["after"] < tokens["before"] and tokens["shrink"] > 0
+    assert life["recall"]["2048"] == {"before": 1.0, "after": 1.0, "change": 0.0}  # D1:1 is found through the merge
+    (merged,) = [c for c in await manager.records.compactions() if c.status == "accepted"]
+    lineage = await manager.records.lineage_turns([merged.merged_into or ""])
+    assert lineage[merged.merged_into or ""] == [("session_1", 0), ("session_2", 2)]

@@ -109,10 +109,10 @@ async def ask(
             )
             if ranked is None:  # query time and ranked metrics from the smallest pool, the one retrieve() uses
                 latencies.append((time.perf_counter() - started) * 1000)
-                ranked = _turn_keys(r.memory for r in recalled.ranked.results)
+                ranked = await _turn_keys(manager, [r.memory for r in recalled.ranked.results])
             for budget in pool_budgets:
                 context = pack(recalled.ranked, budget=budget, counter=manager.token_counter)
-                in_context = set(_turn_keys(item.memory for item in context.items))
+                in_context = set(await _turn_keys(manager, [item.memory for item in context.items]))
                 scores[budget].add(question, ranked, in_context, context.tokens)
                 if dump is not None:
                     _dump(dump, question, budget, ranked, in_context, context)
@@ -135,11 +135,17 @@ def _dump(
     out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def _turn_keys(memories: Iterable[Memory]) -> list[TurnKey]:
-    """The source turns, in order, each once. A memory that is not a raw turn counts only through its source."""
+async def _turn_keys(manager: MemoryManager, memories: Sequence[Memory]) -> list[TurnKey]:
+    """The source turns, in order, each once. A consolidated memory counts through its lineage: every turn it was
+    merged from, at its place in the ranking."""
+    merged = [m.memory_id for m in memories if m.generation > 0]
+    lineage = await manager.records.lineage_turns(merged) if merged else {}
     keys: dict[TurnKey, None] = {}
     for memory in memories:
-        if memory.session_id is not None and memory.turn_number is not None:
+        if memory.generation > 0:
+            for session_id, turn_number in lineage.get(memory.memory_id, []):
+                keys.setdefault((memory.namespace, session_id, turn_number), None)
+        elif memory.session_id is not None and memory.turn_number is not None:
             keys.setdefault((memory.namespace, memory.session_id, memory.turn_number), None)
     return list(keys)
 
@@ -197,9 +203,11 @@ async def run_bench(
     limit: int | None = None,
     dump: TextIO | None = None,
     ablate: bool = False,
+    sleep: bool = False,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Ingest the dataset's conversations into `manager`, ask its questions, and return the report."""
+    """Ingest the dataset's conversations into `manager`, ask its questions, and return the report. With `sleep`,
+    then run a full sleep cycle and ask again (bench/lifecycle.py)."""
     questions = limited(QUESTIONS[dataset](data), limit)
     namespaces = {q.namespace for q in questions}
     present = {ns: await manager.records.turn_keys(ns) for ns in namespaces}
@@ -234,6 +242,12 @@ async def run_bench(
             report["ablation"][name] = {str(b): s.summary(headline)["pooled"] for b, s in ablated.items()}
             progress(f"ablation {name}: {report['ablation'][name]}")
         manager.configure_retrieval(base)
+    if sleep:
+        from agent_memory.bench.lifecycle import run_lifecycle
+
+        report["lifecycle"] = await run_lifecycle(manager, questions, budgets=budgets, before=scores, headline=headline)
+        shrink, recall = report["lifecycle"]["stored_tokens"]["shrink"], report["lifecycle"]["recall"]
+        progress(f"after a sleep cycle: stored tokens -{shrink:.1%}, recall {recall}")
     return report
 
 

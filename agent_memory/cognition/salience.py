@@ -247,6 +247,24 @@ def text_features(text: str) -> TextFeatures:
     )
 
 
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\d])|\n+")
+
+
+def sentences_of(text: str) -> tuple[str, list[str]]:
+    """A turn's speaker label ("Maria: ", or "") and its sentences, as they were written (the period of "Dr."
+    ends no sentence)."""
+    label = _SPEAKER.match(text)
+    body = text[label.end() :] if label else text
+    shielded = _ABBREVIATION.sub(lambda m: m.group(0).replace(".", "\0"), body)
+    found = [s.strip().replace("\0", ".") for s in _SENTENCE_BREAK.split(shielded) if s.strip()]
+    return (label.group(0).strip() + " " if label else ""), found
+
+
+def is_reaction(sentence: str) -> bool:
+    """A sentence that reacts to what the other said ("Wow, that's great!", "Thanks") and states nothing new."""
+    return bool(_REACTION.match(sentence))
+
+
 def _count_names(sentences: list[str]) -> int:
     """Capitalised words that are not the first of their sentence and not a greeting or pronoun."""
     names: set[str] = set()

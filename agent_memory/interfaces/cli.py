@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", type=Path, help="write the report as JSON here")
     bench.add_argument("--dump", type=Path, help="write one JSON line per question and budget here")
     bench.add_argument("--ablate", action="store_true", help="also score each layer alone and each signal added")
+    bench.add_argument("--sleep", action="store_true", help="then run a full sleep cycle and score again (lifecycle)")
     bench.add_argument("--limit", type=int, help="ask only the first N questions (and ingest only their data)")
 
     for job, what in (
@@ -248,6 +249,7 @@ async def cmd_bench(config: Config, args: argparse.Namespace) -> int:
                 limit=args.limit,
                 dump=dump,
                 ablate=args.ablate,
+                sleep=args.sleep,
                 progress=lambda line: print(line, file=sys.stderr),
             )
     if args.out:

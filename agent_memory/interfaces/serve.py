@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 from collections.abc import Generator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,10 @@ class SleepSchedule:
         task = asyncio.create_task(run_job(self.manager, name), name=f"sleep-{name}")
         self._running.add(task)
         task.add_done_callback(self._running.discard)
-        await asyncio.shield(task)
+        run = await asyncio.shield(task)
+        if run.counts.get("compaction_due") and self.scheduler.get_job("compact") is not None:
+            log.info("the hot tier is over sleep.hot_tier_threshold: consolidation runs now")
+            self.scheduler.modify_job("compact", next_run_time=datetime.now(UTC))
 
     async def stop(self) -> None:
         """Start no new run, then wait for the runs in flight (run_job never raises)."""

@@ -17,6 +17,7 @@ from agent_memory.manager import MemoryManager
 from agent_memory.models import JobRun
 from agent_memory.policy.export import export_policy
 from agent_memory.sleep.assess import run_assess
+from agent_memory.sleep.consolidation import run_compaction
 from agent_memory.sleep.decay import run_decay, run_tiering
 from agent_memory.sleep.dream import run_dream
 from agent_memory.sleep.index import run_index
@@ -29,6 +30,7 @@ Job = Callable[..., Awaitable[dict[str, Any]]]
 JOBS: dict[str, Job] = {
     "decay": lambda m, now: run_decay(m.records, now, m.config.decay, m.config.sleep),
     "tier": lambda m, now: run_tiering(m.records, now, m.config.sleep),
+    "compact": run_compaction,
     "assess": run_assess,
     "reweight": lambda m, now: run_reweight(m.records, now, m.config),
     "dream": run_dream,
@@ -61,3 +63,12 @@ async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = N
         await manager.records.finish_job(run_id, now=manager.clock(), counts=counts)
     manager.projector.notify()
     return (await manager.records.job_runs(name, limit=1))[0]
+
+
+SLEEP_CYCLE = ("decay", "tier", "compact", "reweight", "dream", "assess", "index")
+"""A full sleep cycle, in the order that lets each job use what the one before it wrote."""
+
+
+async def run_cycle(manager: MemoryManager, *, now: datetime | None = None) -> list[JobRun]:
+    """Every sleep job once, in SLEEP_CYCLE order; a failed job is reported and the cycle goes on."""
+    return [await run_job(manager, name, now=now) for name in SLEEP_CYCLE]

@@ -71,12 +71,18 @@ class RecallQueries:
         return bool(rows)
 
     async def memories_at(self, namespace: str, positions: Sequence[tuple[int, int]]) -> dict[tuple[int, int], str]:
-        """The memory made from the turn logged at each (segment, offset), where the turn became one."""
+        """The memory that holds the turn logged at each (segment, offset), where the turn became one: the turn's
+        own memory, or once consolidation merged it, the active memory it was merged into."""
         found: dict[tuple[int, int], str] = {}
         for segment, offset in positions:
             rows = await self._fetch(
-                "SELECT m.memory_id FROM turns t JOIN memories m ON m.source_turn_id = t.turn_id "
-                "WHERE t.segment = ? AND t.offset = ? AND t.namespace = ? AND m.generation = 0 AND m.media = 'text'",
+                "WITH RECURSIVE up(id, status, next, depth) AS ("
+                "SELECT m.memory_id, m.status, m.superseded_by, 0 FROM turns t "
+                "JOIN memories m ON m.source_turn_id = t.turn_id WHERE t.segment = ? AND t.offset = ? "
+                "AND t.namespace = ? AND m.generation = 0 AND m.media = 'text' "
+                "UNION ALL SELECT p.memory_id, p.status, p.superseded_by, up.depth + 1 FROM up "
+                "JOIN memories p ON p.memory_id = up.next WHERE up.status = 'merged' AND up.depth < 16) "
+                "SELECT id FROM up ORDER BY depth DESC LIMIT 1",
                 (segment, offset, namespace),
             )
             if rows:

@@ -24,6 +24,7 @@ from agent_memory.models import (
     OutboxItem,
     TurnRow,
 )
+from agent_memory.storage.compaction_records import CompactionQueries
 from agent_memory.storage.graph_records import GraphQueries
 from agent_memory.storage.inserts import insert_image, insert_turn
 from agent_memory.storage.outcome_records import OutcomeQueries
@@ -40,7 +41,7 @@ from agent_memory.storage.rows import (
 from agent_memory.storage.sleep_records import SleepQueries
 
 
-class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries):
+class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, CompactionQueries):
     def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
         self._writer, self._reader = writer, reader
         self._write_lock = asyncio.Lock()
@@ -138,6 +139,11 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries):
             rows = await self._fetch(f"SELECT turn_id FROM turns WHERE turn_id IN ({marks})", chunk)
             known.update(r[0] for r in rows)
         return known
+
+    async def latest_turn_at(self) -> datetime | None:
+        """When the latest turn was said."""
+        rows = await self._fetch("SELECT max(at) FROM turns")
+        return datetime.fromisoformat(rows[0][0]) if rows and rows[0][0] else None
 
     async def last_position(self) -> LogPosition | None:
         rows = await self._fetch("SELECT segment, offset, length FROM turns ORDER BY segment DESC, offset DESC LIMIT 1")

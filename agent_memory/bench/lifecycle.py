@@ -1,0 +1,60 @@
+"""The lifecycle figure: what a full sleep cycle does to a benchmark's store. After the questions are scored on
+the store as ingested, every sleep job runs once (decay, tiering, consolidation with generative replay, keyword
+reweighting, dream links, outcome assessment, index upkeep) at the time of the last question; then the stored
+tokens are counted again and the same questions asked again. A consolidated memory counts through its lineage:
+finding it finds every turn it was merged from (harness._turn_keys).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from agent_memory.bench.questions import Question
+from agent_memory.manager import MemoryManager
+from agent_memory.sleep.jobs import run_cycle
+
+if TYPE_CHECKING:
+    from agent_memory.bench.harness import Scores
+
+
+async def stored_tokens(manager: MemoryManager) -> int:
+    """Tokens in the content of every active memory, by the manager's token counter."""
+    return sum(manager.token_counter.count(text) for text in await manager.records.stored_texts())
+
+
+async def run_lifecycle(
+    manager: MemoryManager,
+    questions: Sequence[Question],
+    *,
+    budgets: Sequence[int],
+    before: dict[int, Scores],
+    headline: Sequence[str] | None,
+) -> dict[str, Any]:
+    from agent_memory.bench.harness import ask  # the harness calls this module
+
+    tokens_before = await stored_tokens(manager)
+    now = max(q.asked_at for q in questions)
+    started = time.perf_counter()
+    runs = await run_cycle(manager, now=now)
+    seconds = time.perf_counter() - started
+    tokens_after = await stored_tokens(manager)
+    after, _ = await ask(manager, questions, budgets=budgets)
+    recall = {}
+    for budget in budgets:
+        was = before[budget].summary(headline)["pooled"]["recall"]
+        now_recall = after[budget].summary(headline)["pooled"]["recall"]
+        recall[str(budget)] = {"before": was, "after": now_recall, "change": round(now_recall - was, 4)}
+    return {
+        "sleep_at": now.isoformat(),
+        "cycle_seconds": round(seconds, 2),
+        "jobs": {run.job: {"status": run.status, "counts": dict(run.counts), "error": run.error} for run in runs},
+        "stored_tokens": {
+            "before": tokens_before,
+            "after": tokens_after,
+            "shrink": round(1 - tokens_after / tokens_before, 4) if tokens_before else 0.0,
+        },
+        "recall": recall,
+        "after": {str(b): s.summary(headline) for b, s in after.items()},
+    }

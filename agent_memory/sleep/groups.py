@@ -1,0 +1,119 @@
+"""Consolidation's candidate groups: memories that say overlapping things, found through an inverted index of their
+keyword words (never by comparing all pairs), joined under the guards the design names.
+
+Pure: no I/O. `consolidation.py` reads the candidates and commits the merges.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent_memory.cognition.retrieval import STOPWORDS
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+COMMON_SHARE = 0.05
+"""A word carried by more than this share of the candidates (at least 8, at most 200 of them) is too common to say
+two memories are about the same thing (a speaker's name, "today"): it is left out of every memory's words. The
+cap also bounds the pairs one word can propose."""
+
+
+@dataclass(frozen=True, slots=True)
+class MergeCandidate:
+    """What grouping needs of one memory."""
+
+    memory_id: str
+    words: frozenset[str]
+    valence: float
+    generation: int
+    vector: np.ndarray | None  # unit length, or None when the memory has no text vector
+    priority: float  # the policy's compaction priority: more faded, less important first
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRules:
+    overlap: float  # keyword_overlap_merge_threshold
+    min_similarity: float  # merge_min_similarity
+    valence_delta: float  # max_valence_delta_for_merge
+    generation_gap: int  # max_generation_gap_for_merge
+    max_size: int  # merge_max_group
+
+
+def keyword_words(keywords: Iterable[str]) -> frozenset[str]:
+    """The content words of a memory's key phrases, lowercased, a plural's final s dropped."""
+    words = (w.lower().replace("’", "'") for phrase in keywords for w in _WORD.findall(phrase))
+    return frozenset(_singular(w) for w in words if w not in STOPWORDS and len(w) > 1)
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """Shared words over the smaller set (the overlap coefficient); 0 when either is empty."""
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def candidate_groups(candidates: Sequence[MergeCandidate], rules: GroupRules) -> list[list[MergeCandidate]]:
+    """Groups of 2..max_size candidates, most wanting consolidation first. Pairs come from the index, strongest
+    overlap first; a pair joins two groups (or a memory to a group) only when every member would still keep the
+    valence and generation guards with every other and the group stays within max_size."""
+    groups: dict[int, list[int]] = {}
+    group_of: dict[int, int] = {}
+    for i, j in _pairs(candidates, rules):
+        gi, gj = group_of.get(i), group_of.get(j)
+        if gi is not None and gi == gj:
+            continue
+        members = (groups[gi] if gi is not None else [i]) + (groups[gj] if gj is not None else [j])
+        if len(members) > rules.max_size or not _compatible([candidates[m] for m in members], rules):
+            continue
+        for old in (gi, gj):
+            if old is not None:
+                del groups[old]
+        groups[min(members)] = members
+        group_of.update(dict.fromkeys(members, min(members)))
+    found = [[candidates[m] for m in sorted(members)] for members in groups.values()]
+    return sorted(found, key=lambda g: -sum(c.priority for c in g) / len(g))
+
+
+def _pairs(candidates: Sequence[MergeCandidate], rules: GroupRules) -> list[tuple[int, int]]:
+    """Every pair over the overlap threshold and the similarity floor, strongest first: each memory's shared-word
+    counts come from the postings of its own words."""
+    index: dict[str, list[int]] = defaultdict(list)
+    for position, candidate in enumerate(candidates):
+        for word in candidate.words:
+            index[word].append(position)
+    cap = min(max(8, int(COMMON_SHARE * len(candidates))), 200)
+    postings = {w: ids for w, ids in index.items() if 1 < len(ids) <= cap}
+    words = [frozenset(w for w in c.words if len(index[w]) <= cap) for c in candidates]
+    scored: list[tuple[float, float, int, int]] = []
+    for i, mine in enumerate(words):
+        shared = Counter(j for w in mine for j in postings.get(w, ()) if j > i)
+        for j, count in shared.items():
+            share = count / min(len(mine), len(words[j]))
+            if count < 2 or share < rules.overlap:
+                continue
+            similarity = _cosine(candidates[i], candidates[j])
+            if similarity >= rules.min_similarity:
+                scored.append((share, similarity, i, j))
+    scored.sort(key=lambda s: (-s[0], -s[1], s[2], s[3]))
+    return [(i, j) for _, _, i, j in scored]
+
+
+def _cosine(a: MergeCandidate, b: MergeCandidate) -> float:
+    if a.vector is None or b.vector is None:
+        return 0.0
+    return float(a.vector @ b.vector)
+
+
+def _compatible(members: Sequence[MergeCandidate], rules: GroupRules) -> bool:
+    valences = [m.valence for m in members]
+    generations = [m.generation for m in members]
+    return (
+        max(valences) - min(valences) <= rules.valence_delta
+        and max(generations) - min(generations) <= rules.generation_gap
+    )

@@ -3,19 +3,35 @@
 SQLite and the log are the truth. The graph and the vectors are rebuilt from SQLite (vectors from their stored
 blobs, so no re-embedding: the text collection from MiniLM's, the image collection from CLIP's). The log is never rewritten: a log disagreement is reported, and logged turns that
 SQLite lacks are indexed the next time the store opens.
+
+Image files are checked against the image memories that name them: a file no memory names (a write that crashed
+before its transaction, or its temporary copy) is removed by --repair once it is older than ORPHAN_GRACE, so a
+turn being written at that moment is never touched; a file an image memory names but the folder lacks is
+reported, and no repair can bring it back.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from datetime import timedelta
+from pathlib import Path
+
 from agent_memory.errors import CorruptRecord
 from agent_memory.models import Disagreement, DoctorReport, LogPosition, TurnRow
 from agent_memory.storage.base import GraphStore, VectorStore
+from agent_memory.storage.image_files import remove_files, stored_files
 from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.outbox import IMAGE, TEXT, vector_items
 from agent_memory.storage.records import SqliteRecords
 
+ORPHAN_GRACE = timedelta(minutes=10)
+UNNAMED_FILES = "image files no memory names"
 
-async def check(records: SqliteRecords, graph: GraphStore, vectors: VectorStore, journal: JsonlJournal) -> DoctorReport:
+
+async def check(
+    records: SqliteRecords, graph: GraphStore, vectors: VectorStore, journal: JsonlJournal, data_dir: Path
+) -> DoctorReport:
     truth = await records.memory_ids()
     found: list[Disagreement] = []
     expected = (
@@ -30,6 +46,7 @@ async def check(records: SqliteRecords, graph: GraphStore, vectors: VectorStore,
             found.append(Disagreement(store, f"{what} unknown to SQLite", tuple(extra)))
     turns = await records.turns()
     found.extend(await _check_log(turns, journal))
+    found.extend(await _check_image_files(records, data_dir))
     return DoctorReport(
         memories=len(truth),
         turns=len(turns),
@@ -56,8 +73,20 @@ async def _check_log(turns: list[TurnRow], journal: JsonlJournal) -> list[Disagr
     return found
 
 
+async def _check_image_files(records: SqliteRecords, data_dir: Path) -> list[Disagreement]:
+    files = await asyncio.to_thread(stored_files, data_dir)
+    named = await records.media_paths()
+    settled = time.time() - ORPHAN_GRACE.total_seconds()
+    found = []
+    if missing := sorted(named - set(files)):
+        found.append(Disagreement("images", "image files missing (cannot be repaired)", tuple(missing)))
+    if unnamed := sorted(name for name, written in files.items() if name not in named and written < settled):
+        found.append(Disagreement("images", UNNAMED_FILES, tuple(unnamed)))
+    return found
+
+
 async def rebuild(
-    records: SqliteRecords, graph: GraphStore, vectors: VectorStore, report: DoctorReport
+    records: SqliteRecords, graph: GraphStore, vectors: VectorStore, report: DoctorReport, data_dir: Path
 ) -> tuple[str, ...]:
     stores = {d.store for d in report.disagreements}
     done = []
@@ -67,6 +96,10 @@ async def rebuild(
     if "vectors" in stores:
         await rebuild_vectors(records, vectors)
         done.append("vectors rebuilt from the stored embeddings")
+    for disagreement in report.disagreements:
+        if disagreement.kind == UNNAMED_FILES:
+            removed = await asyncio.to_thread(remove_files, data_dir, disagreement.ids)
+            done.append(f"{removed} image files no memory names removed")
     return tuple(done)
 
 

@@ -342,12 +342,14 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         }
 
     async def doctor(self, *, repair: bool = False) -> DoctorReport:
-        """Compare the stores (ids and log offsets); with `repair`, rebuild the projections from SQLite."""
+        """Compare the stores (ids, log offsets, image files); with `repair`, rebuild the projections from SQLite
+        and remove image files no memory names."""
         self._check_open()
         await self.projector.drain()
-        report = await doctor.check(self.records, self.graph, self.vectors, self.journal)
+        data_dir = self.config.data_dir
+        report = await doctor.check(self.records, self.graph, self.vectors, self.journal, data_dir)
         if repair and not report.consistent:
-            repaired = await doctor.rebuild(self.records, self.graph, self.vectors, report)
-            report = await doctor.check(self.records, self.graph, self.vectors, self.journal)
+            repaired = await doctor.rebuild(self.records, self.graph, self.vectors, report, data_dir)
+            report = await doctor.check(self.records, self.graph, self.vectors, self.journal, data_dir)
             report = DoctorReport(report.memories, report.turns, report.pending_outbox, report.disagreements, repaired)
         return report

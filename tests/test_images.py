@@ -11,7 +11,9 @@ import asyncio
 import base64
 import hashlib
 import logging
+import os
 import shutil
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -253,6 +255,29 @@ async def test_images_survive_a_reopen_and_doctor_rebuilds_their_collection(
         results = await manager.retrieve(image=IMAGES[0], k=10)
         assert results[0].memory.memory_id == shared.image_memory_ids[0]
         assert any(r.memory.memory_id == shared.memory_id and "graph" in r.layers for r in results)
+
+
+async def test_doctor_removes_image_files_no_memory_names_and_reports_missing_ones(manager: MemoryManager) -> None:
+    kept = await manager.remember_image(IMAGES[0])
+    folder = manager.config.data_dir / "images"
+    stale, partial, fresh = folder / ("f" * 64 + ".png"), folder / ".x.png.1a2b.partial", folder / ("e" * 64 + ".png")
+    for path in (stale, partial, fresh):
+        path.write_bytes(IMAGES[1])
+    hour_ago = time.time() - 3600
+    for path in (stale, partial):
+        os.utime(path, (hour_ago, hour_ago))  # a crashed write long ago; `fresh` may be a turn being written now
+    report = await manager.doctor()
+    assert [(d.store, d.kind, d.ids) for d in report.disagreements] == [
+        ("images", "image files no memory names", (f"images/{partial.name}", f"images/{stale.name}"))
+    ]
+    repaired = await manager.doctor(repair=True)
+    assert repaired.consistent and repaired.repaired == ("2 image files no memory names removed",)
+    assert not stale.exists() and not partial.exists() and fresh.exists()
+    assert (manager.config.data_dir / (kept.media_path or "")).exists()
+    (manager.config.data_dir / (kept.media_path or "")).unlink()
+    gone = await manager.doctor(repair=True)
+    assert not gone.consistent and [d.kind for d in gone.disagreements] == ["image files missing (cannot be repaired)"]
+    assert gone.disagreements[0].ids == (kept.media_path,)
 
 
 async def test_a_turn_logged_with_images_but_not_committed_gets_them_back(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from agent_memory.validation import image_extension, read_image
@@ -49,3 +49,23 @@ def write_files(root: Path, files: Mapping[str, bytes]) -> None:
             os.fsync(folder_fd)
         finally:
             os.close(folder_fd)
+
+
+def stored_files(root: Path) -> dict[str, float]:
+    """Every file under root/images (temporary ones a crashed write left too), relative to root, with the time it
+    was last written (seconds since the epoch)."""
+    folder = root / IMAGES_DIR
+    if not folder.is_dir():
+        return {}
+    return {f"{IMAGES_DIR}/{p.name}": p.stat().st_mtime for p in folder.iterdir() if p.is_file()}
+
+
+def remove_files(root: Path, relative: Iterable[str]) -> int:
+    """Delete these files (paths relative to root); returns how many were there."""
+    removed = 0
+    for name in relative:
+        path = root / name
+        if path.is_file():
+            path.unlink()
+            removed += 1
+    return removed

@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 from agent_memory.models import GraphStep, RetrievalGap
 from agent_memory.storage.rows import gap_row, ts
 
+KEYWORD_FLOOR = 1e-3
+"""A BM25 score below this matched only words most memories carry (FTS5 gives such a word an IDF of 1e-6, a
+speaker's name in a transcript): no evidence, so no rank in the keyword layer."""
+
 
 class RecallQueries:
     if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
@@ -39,7 +43,7 @@ class RecallQueries:
             "ORDER BY rank LIMIT ?",
             (match, namespace, 2 * limit if weights else limit),
         )
-        hits = [(r[0], -float(r[1]) * _boost(r[2], weights)) for r in rows]
+        hits = [(r[0], -float(r[1]) * _boost(r[2], weights)) for r in rows if -float(r[1]) >= KEYWORD_FLOOR]
         return sorted(hits, key=lambda hit: -hit[1])[:limit] if weights else hits
 
     async def _keyword_weights(self, namespace: str, words: Sequence[str]) -> dict[str, float]:

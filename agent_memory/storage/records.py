@@ -238,6 +238,11 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
             found.update({r[0]: (bytes(r[1]), memories[r[0]]) for r in rows})
         return found
 
+    async def media_paths(self) -> set[str]:
+        """The image files the image memories name (relative to data_dir), whatever their status."""
+        rows = await self._fetch("SELECT DISTINCT media_path FROM memories WHERE media_path IS NOT NULL")
+        return {str(r[0]) for r in rows}
+
     async def embedded_ids(self, *, image: bool = False) -> set[str]:
         """The memories that have a text vector (or with `image`, a CLIP vector): what each collection must hold."""
         column = "image_embedding" if image else "embedding"

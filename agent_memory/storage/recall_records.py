@@ -16,8 +16,9 @@ from agent_memory.models import GraphStep, RetrievalGap
 from agent_memory.storage.rows import gap_row, ts
 
 KEYWORD_FLOOR = 1e-3
-"""A BM25 score below this matched only words most memories carry (FTS5 gives such a word an IDF of 1e-6, a
-speaker's name in a transcript): no evidence, so no rank in the keyword layer."""
+"""A BM25 score below this matched only words most memories carry (FTS5 gives such a word an IDF of 1e-6: a
+speaker's name in a small transcript). Beside a hit that scores, such a hit is noise and gets no rank in the
+keyword layer; when no hit scores (a store of one or two memories), they are all the layer has, and stay."""
 
 
 class RecallQueries:
@@ -43,7 +44,10 @@ class RecallQueries:
             "ORDER BY rank LIMIT ?",
             (match, namespace, 2 * limit if weights else limit),
         )
-        hits = [(r[0], -float(r[1]) * _boost(r[2], weights)) for r in rows if -float(r[1]) >= KEYWORD_FLOOR]
+        scored = [(r[0], -float(r[1]), r[2]) for r in rows]
+        if scored and max(score for _, score, _ in scored) >= KEYWORD_FLOOR:  # real evidence: the rest is noise
+            scored = [row for row in scored if row[1] >= KEYWORD_FLOOR]
+        hits = [(memory_id, score * _boost(keywords, weights)) for memory_id, score, keywords in scored]
         return sorted(hits, key=lambda hit: -hit[1])[:limit] if weights else hits
 
     async def _keyword_weights(self, namespace: str, words: Sequence[str]) -> dict[str, float]:

@@ -200,6 +200,49 @@ class Memory:
     media_path: str | None = None  # ... and where the store keeps them, relative to data_dir ("images/<sha256>.png")
 
 
+def fresh_memory(
+    *,
+    namespace: str,
+    memory_type: MemoryType,
+    content: str,
+    keywords: Sequence[str],
+    entities: Sequence[str],
+    created_at: datetime,
+    event_at: datetime,
+    **fields: Any,
+) -> Memory:
+    """A memory as it is made: a new id, hot, active, never accessed, at full strength, generation 0, revision 1,
+    neutral and half important unless `fields` say otherwise (any other Memory field, by name)."""
+    made: dict[str, Any] = {
+        "last_accessed_at": None,
+        "access_count": 0,
+        "generation": 0,
+        "tier": Tier.HOT,
+        "status": MemoryStatus.ACTIVE,
+        "superseded_by": None,
+        "valence": 0.0,
+        "arousal": 0.0,
+        "surprise": 0.0,
+        "importance": 0.5,
+        "confidence": 1.0,
+        "decay_score": 1.0,
+        "source_turn_id": None,
+        "session_id": None,
+        "revision": 1,
+    }
+    return Memory(
+        memory_id=MemoryId(new_id()),
+        namespace=namespace,
+        memory_type=memory_type,
+        content=content,
+        keywords=tuple(keywords),
+        entities=tuple(entities),
+        created_at=created_at,
+        event_at=event_at,
+        **(made | fields),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     turn_id: TurnId

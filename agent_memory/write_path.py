@@ -39,14 +39,11 @@ from agent_memory.models import (
     LogPosition,
     LogRecord,
     Memory,
-    MemoryId,
-    MemoryStatus,
     MemoryType,
     SaveDecision,
-    Tier,
     TurnResult,
     TurnRow,
-    new_id,
+    fresh_memory,
 )
 from agent_memory.policy.controller import Policy, TurnSignals, Verdict, surprise_of
 from agent_memory.scoring import nearest_gap
@@ -371,8 +368,7 @@ class WritePath:
 
     def _memory_for(self, draft: Draft, decision: SaveDecision, extraction: Extraction, now: datetime) -> Memory:
         record = draft.record
-        return Memory(
-            memory_id=MemoryId(new_id()),
+        return fresh_memory(
             namespace=record.namespace,
             memory_type=decision.memory_type,
             content=record.content,
@@ -380,21 +376,13 @@ class WritePath:
             entities=extraction.entities,
             created_at=now,
             event_at=record.at,
-            last_accessed_at=None,
-            access_count=0,
-            generation=0,
-            tier=Tier.HOT,
-            status=MemoryStatus.ACTIVE,
-            superseded_by=None,
             valence=draft.emotion.valence,
             arousal=draft.emotion.arousal,
             surprise=round(draft.signals.surprise, 4) if draft.signals else 0.0,
             importance=decision.importance,
             confidence=decision.confidence,
-            decay_score=1.0,
             source_turn_id=record.turn_id,
             session_id=record.session_id,
-            revision=1,
             turn_number=record.turn_number,
             role=record.role,
         )

@@ -298,7 +298,7 @@ async def test_the_daemon_consolidates_at_once_when_the_hot_tier_is_over_its_thr
         schedule = SleepSchedule(manager, config)
         schedule.start()
         try:
-            for _ in range(100):  # the first tiering run is a second away; the compaction interval an hour
+            for _ in range(600):  # the first tiering run is a second away; the compaction interval an hour
                 runs = await manager.records.job_runs("compact")
                 if runs and runs[0].status != "running":
                     break

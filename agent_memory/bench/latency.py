@@ -374,15 +374,20 @@ async def run(sizes: Sequence[int], *, queries: int, seed: int, pool: int, keep:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="retrieval latency per layer and fused, on synthetic stores")
+def store_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options every benchmark over these synthetic stores takes (this one and bench/sleep_cycle.py)."""
     parser.add_argument("--sizes", default="10000,100000", help="turns per store, comma separated")
-    parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pool", type=int, default=3000, help="base sentences embedded with the real model")
     parser.add_argument("--keep", type=Path, help="keep the built stores here, and reuse them when present")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = store_arguments(argparse.ArgumentParser(description="retrieval latency per layer and fused"))
+    parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     sizes = [int(size) for size in args.sizes.split(",")]

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from agent_memory.bench import perf
-from agent_memory.bench.latency import bench_size
+from agent_memory.bench.latency import bench_size, store_arguments
 from agent_memory.config import load_config
 from agent_memory.manager import MemoryManager
 from agent_memory.models import JobRun
@@ -120,14 +120,7 @@ def render(results: Sequence[CycleFigures]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="a full sleep cycle, timed per job, on synthetic stores")
-    parser.add_argument("--sizes", default="10000,100000", help="turns per store, comma separated")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--pool", type=int, default=3000)
-    parser.add_argument("--keep", type=Path, help="keep the built stores here, and reuse them when present")
-    parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
-    args = parser.parse_args(argv)
+    args = store_arguments(argparse.ArgumentParser(description="a full sleep cycle, timed per job")).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     sizes = [int(size) for size in args.sizes.split(",")]
 

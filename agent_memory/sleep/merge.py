@@ -14,7 +14,7 @@ from datetime import datetime
 
 from agent_memory.cognition.retrieval import query_words
 from agent_memory.cognition.salience import is_reaction, sentences_of
-from agent_memory.models import Memory, MemoryId, MemoryStatus, MemoryType, Tier, new_id
+from agent_memory.models import Memory, MemoryType, fresh_memory
 
 REDUNDANT = 0.2
 """A sentence adding fewer than this share of new content words to what the merge already says is left out."""
@@ -89,30 +89,24 @@ def merged_memory(
     types = Counter(m.memory_type for m in members).most_common()
     kind = types[0][0] if len(types) == 1 or types[0][1] > types[1][1] else MemoryType.SEMANTIC
     accessed = [m.last_accessed_at for m in members if m.last_accessed_at is not None]
-    return Memory(
-        memory_id=MemoryId(new_id()),
+    return fresh_memory(
         namespace=latest.namespace,
         memory_type=kind,
         content=content,
-        keywords=tuple(keywords),
-        entities=tuple(entities),
+        keywords=keywords,
+        entities=entities,
         created_at=now,
         event_at=latest.event_at,
         last_accessed_at=max(accessed) if accessed else None,
         access_count=sum(m.access_count for m in members),
         generation=max(m.generation for m in members) + 1,
-        tier=Tier.HOT,
-        status=MemoryStatus.ACTIVE,
-        superseded_by=None,
         valence=round(sum(m.valence for m in members) / len(members), 4),
         arousal=max(m.arousal for m in members),
         surprise=max(m.surprise for m in members),
         importance=max(m.importance for m in members),
         confidence=round(min(m.confidence for m in members), 4),
-        decay_score=1.0,
         source_turn_id=latest.source_turn_id,
         session_id=latest.session_id,
-        revision=1,
         turn_number=latest.turn_number,
         role=latest.role,
     )

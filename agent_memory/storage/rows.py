@@ -24,7 +24,7 @@ from agent_memory.models import (
     Tier,
     TurnId,
     TurnRow,
-    new_id,
+    fresh_memory,
 )
 
 MEMORY_COLUMNS = (
@@ -96,8 +96,7 @@ def image_commit(
     """An image as a memory: episodic, generation 0, its content the caption (or "[image]" and a file name), the
     emotion of the turn it was shared in; `embedding` is the caption's text vector and its model."""
     found, mood = extraction or Extraction((), ()), emotion or EmotionalContext()
-    memory = Memory(
-        memory_id=MemoryId(new_id()),
+    memory = fresh_memory(
         namespace=where.namespace,
         memory_type=MemoryType.EPISODIC,
         content=caption or image.label,
@@ -105,21 +104,10 @@ def image_commit(
         entities=found.entities,
         created_at=now,
         event_at=where.at,
-        last_accessed_at=None,
-        access_count=0,
-        generation=0,
-        tier=Tier.HOT,
-        status=MemoryStatus.ACTIVE,
-        superseded_by=None,
         valence=mood.valence,
         arousal=mood.arousal,
-        surprise=0.0,
-        importance=0.5,
-        confidence=1.0,
-        decay_score=1.0,
         source_turn_id=where.turn_id,
         session_id=where.session_id,
-        revision=1,
         media=Media.IMAGE,
         media_sha256=image.sha256,
         media_path=image.media_path,

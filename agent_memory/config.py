@@ -154,6 +154,8 @@ class SleepConfig(_Section):
     """Generative replay rejects a merge when the mean reciprocal rank of its synthetic queries drops by more."""
     replay_k: int = Field(default=10, ge=1)
     """Replay scores a query by the reciprocal rank of its memory within the first replay_k results (0 below)."""
+    compaction_budget: timedelta = timedelta(seconds=60)
+    """Consolidation starts no new batch of merges after running this long; the next run goes on from there."""
     compaction_max_merges: int = Field(default=100, ge=0)
     """Merges tried per namespace per run (each costs a few retrievals); the next run goes on from there."""
 
@@ -202,6 +204,11 @@ class SaveConfig(_Section):
     """Surprise = novelty_weight * (1 - max cosine to stored memories) + the rest * session unexpectedness."""
     session_window: int = Field(default=3, ge=1)
     """Session unexpectedness compares a turn with this many turns before it in its session."""
+    max_keep_share: float = Field(default=0.7, gt=0.0, le=1.0)
+    """Habituation: in a namespace whose recent turns all look worth keeping, the bar rises to the score that at
+    most this share of them reached, fast-path ones counted; 1.0 turns it off."""
+    keep_share_window: int = Field(default=200, ge=4)
+    """... over this many of the namespace's latest judged turns (it starts once 20 are known)."""
 
 
 class ImageConfig(_Section):

@@ -39,6 +39,7 @@ from agent_memory.models import (
     utc_now,
 )
 from agent_memory.policy.controller import HeuristicPolicy, Policy
+from agent_memory.policy.habituation import KeepShare
 from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
 from agent_memory.storage.base import GraphStore, VectorStore
@@ -91,6 +92,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         )
         self._image_check: asyncio.Task[str | None] | None = None
         self._recent: deque[tuple[str, np.ndarray]] = deque(maxlen=RECENT_VECTORS)
+        self.keep_share = KeepShare(config.save)
         self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
         self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
         self._stack: AsyncExitStack | None = None

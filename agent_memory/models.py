@@ -341,6 +341,9 @@ class OutboxItem:
     op: str
     memory_id: MemoryId
     attempts: int
+    scope: str = "all"
+    """"all": project the memory to the graph and the vectors; "vectors": to the vectors only; "payload": only its
+    tier or status changed, which the vector payload carries and the graph does not."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from agent_memory.models import (
     fresh_memory,
 )
 from agent_memory.policy.controller import Policy, TurnSignals, Verdict, surprise_of
+from agent_memory.policy.habituation import KeepShare
 from agent_memory.scoring import nearest_gap
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.journal import JsonlJournal, encode_record
@@ -90,6 +91,7 @@ class WritePath:
     vectors: VectorStore
     projector: Projector
     _recent: deque[tuple[str, np.ndarray]]
+    keep_share: KeepShare
     _last_turn: dict[tuple[str, str], tuple[int, str]]
     journal: JsonlJournal
     image_embedder: ClipEmbedder | None
@@ -255,8 +257,16 @@ class WritePath:
         decisions = []
         for draft in drafts:
             assert draft.signals is not None
+            namespace = draft.record.namespace
+            if not self.keep_share.known(namespace):
+                self.keep_share.warm(
+                    namespace, await self.records.recent_keep_scores(namespace, self.keep_share.window)
+                )
+            draft.signals = replace(draft.signals, habituation=self.keep_share.bar(namespace))
             verdict, failure = verdicts.get(id(draft)), failures.get(id(draft))
             decision = self.policy.should_save(draft.signals, verdict, llm_failure=failure)
+            if not draft.phatic:
+                self.keep_share.record(namespace, decision.confidence)
             decisions.append(replace(decision, inputs=self._inputs(draft, failure), policy=self.policy.version))
         return decisions
 
@@ -324,6 +334,7 @@ class WritePath:
         inputs: dict[str, Any] = {
             "emotion": {**draft.emotion.as_dict(), "source": draft.emotion_source},
             "threshold": round(self.policy.threshold(draft.signals), 4),
+            "habituation": round(draft.signals.habituation, 4),
             "gap_id": draft.signals.gap_id,
             "llm": self.llm.model if self.llm is not None else None,
         }

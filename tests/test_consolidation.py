@@ -308,3 +308,12 @@ async def test_the_daemon_consolidates_at_once_when_the_hot_tier_is_over_its_thr
         tiering = await manager.records.job_runs("tier")
         assert tiering and tiering[-1].counts["compaction_due"] is True
         assert runs and runs[0].status == "ok" and runs[0].counts["accepted"] == 1, runs
+
+
+async def test_a_run_past_its_budget_defers_the_rest_to_the_next(config: Config, embedder: Embedder) -> None:
+    spent = config.model_copy(update={"sleep": config.sleep.model_copy(update={"compaction_budget": timedelta(0)})})
+    async with MemoryManager.open(spent, embedder=embedder) as manager:
+        await ingest_career(manager)
+        run = await manager.run_compaction(now=LATER)
+        assert run.counts["groups"] == run.counts["deferred"] == 1 and run.counts["accepted"] == 0
+        assert await manager.records.compactions() == []

@@ -4,6 +4,7 @@ decision log. The LLM paths are in test_llm_decision.py."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -276,3 +277,64 @@ async def test_keep_all_keeps_every_turn_but_a_phatic_one(judging_config: Config
         )
     assert [r.saved for r in results] == [False, True, True]
     assert results[1].decision.policy == "keep-all"
+
+
+# ----- habituation ---------------------------------------------------------------------------------------------
+
+
+def test_the_bar_rises_only_where_nearly_every_turn_clears_it() -> None:
+    from agent_memory.policy.habituation import KeepShare
+
+    share = KeepShare(SaveConfig(max_keep_share=0.7, keep_share_window=40))
+    for i in range(19):
+        share.record("rich", 0.6 + i * 0.02)
+    assert share.bar("rich") == 0.0  # fewer than 20 scores known: no bar yet
+    share.record("rich", 0.99)
+    assert 0.6 < share.bar("rich") < 0.8  # the score only the best 70% reached
+    for _ in range(40):
+        share.record("plain", 0.3)
+    assert share.bar("plain") == pytest.approx(0.3)  # under the fixed 0.5: the fixed bar stays in charge
+    policy = HeuristicPolicy(SaveConfig(), RetrievalConfig())
+    rich = signals("Ines moved to Berlin on May 3 and starts at the Bauhaus archive in June.")
+    assert policy.threshold(rich) == 0.5
+    assert policy.threshold(replace(rich, habituation=0.8)) == 0.8
+    assert policy.threshold(replace(rich, habituation=0.8, gap_id="g")) == pytest.approx(0.56)
+    off = KeepShare(SaveConfig(max_keep_share=1.0, keep_share_window=8))
+    for _ in range(8):
+        off.record("x", 0.9)
+    assert off.bar("x") == 0.0
+
+
+async def test_a_namespace_of_rich_turns_keeps_at_most_its_share(judging_config: Config, embedder: Embedder) -> None:
+    people = ["Ines", "Tomas", "Priya", "Kenji", "Amara", "Lucas", "Sofia", "Omar"]
+    places = ["Berlin", "Lisbon", "Osaka", "Lagos", "Quito", "Oslo", "Perth", "Cairo", "Porto", "Lima"]
+    turns = [
+        TurnInput(
+            "s1",
+            i,
+            f"{people[i % 8]} moved to {places[i % 10]} on May {i % 28 + 1}, {2000 + i} and pays {i * 37} "
+            f"euros rent for a flat near the {places[(i + 3) % 10]} station.",
+            at=T0,
+        )
+        for i in range(80)
+    ]
+    habituated = judging_config.save.model_copy(update={"keep_share_window": 40})
+    config = judging_config.model_copy(update={"save": habituated})
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        results = await manager.process_turns(turns[:40])
+        later = await manager.process_turns(turns[40:])
+        kept_later = sum(r.saved for r in later) / len(later)
+        assert sum(r.saved for r in results[:10]) == 10  # every turn clears the fixed bar at first
+        assert 0.2 <= kept_later <= 0.8, kept_later  # then the bar rises (these repeat a template: novelty falls too)
+        row = await decision_row(manager, later[-1].turn_id)
+        assert row["inputs"]["habituation"] > 0.5 and row["inputs"]["threshold"] == row["inputs"]["habituation"]
+    async with MemoryManager.open(config, embedder=embedder) as manager:  # warmed again from the decision log
+        assert manager.keep_share.known("default") is False
+        result = await manager.process_turn("s2", 0, turns[5].content, at=T0)
+        row = await decision_row(manager, result.turn_id)
+        assert row["inputs"]["habituation"] > 0.5
+    off = judging_config.model_copy(
+        update={"save": habituated.model_copy(update={"max_keep_share": 1.0}), "data_dir": config.data_dir / "off"}
+    )
+    async with MemoryManager.open(off, embedder=embedder) as manager:
+        assert all(r.saved for r in await manager.process_turns(turns))

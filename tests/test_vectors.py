@@ -98,6 +98,15 @@ async def test_delete_removes_points(store: Store, text: np.ndarray) -> None:
     assert memory_id(0) not in {h.memory_id for h in hits}
 
 
+async def test_set_payload_changes_fields_and_keeps_the_vector(store: Store, text: np.ndarray) -> None:
+    await store.upsert("text", items(text[:4]))
+    await store.set_payload("text", [memory_id(0), memory_id(1)], {"tier": "cold", "status": "merged"})
+    cold = await store.search("text", text[0].tolist(), limit=10, where={"tier": "cold"})
+    assert [h.memory_id for h in cold] == [memory_id(0), memory_id(1)] and cold[0].score == pytest.approx(1.0, abs=1e-5)
+    active = await store.search("text", text[0].tolist(), limit=10, where={"namespace": "alice", "status": "active"})
+    assert {h.memory_id for h in active} == {memory_id(2), memory_id(3)}  # the other fields were kept
+
+
 async def test_ids_and_count(store: Store, text: np.ndarray) -> None:
     assert await store.count("text") == 0
     assert await store.ids("text") == set()

@@ -83,7 +83,7 @@ async def _last_event(root: Path) -> datetime:
 def _counts(run: JobRun) -> str:
     if run.error:
         return f"failed: {run.error}"
-    keep = ("moved", "accepted", "rejected", "groups", "committed", "raised", "labelled", "built")
+    keep = {"moved", "groups", "no_gain", "accepted", "rejected", "deferred", "committed", "raised", "built"}
     shown = {k: v for k, v in run.counts.items() if k in keep and not isinstance(v, dict)}
     return ", ".join(f"{k} {v}" for k, v in shown.items()) or "-"
 

@@ -40,6 +40,8 @@ class TurnSignals:
     """The open retrieval gap this turn is close to, if any."""
     answers_question: bool = False
     """The turn before it in its session asked something: a reply to a question usually carries the answer."""
+    habituation: float = 0.0
+    """The keep score only the best save.max_keep_share of the namespace's recent turns reached (policy/habituation.py)."""
 
     def features(self) -> dict[str, float]:
         """The numbers a learned policy trains on (logged with the decision)."""
@@ -137,8 +139,9 @@ class HeuristicPolicy:
     # ----- the save decision -------------------------------------------------------------------------
 
     def threshold(self, signals: TurnSignals) -> float:
-        """The bar a turn must reach; lower near an open retrieval gap, where something was already missed."""
-        base = self.save.save_confidence_threshold
+        """The bar a turn must reach: the fixed one, or the namespace's habituated one where nearly every turn
+        clears that; lower near an open retrieval gap, where something was already missed."""
+        base = max(self.save.save_confidence_threshold, signals.habituation)
         return base * self.save.gap_threshold_reduction if signals.gap_id else base
 
     def fast_path(self, signals: TurnSignals) -> str | None:

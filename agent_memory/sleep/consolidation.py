@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 BATCH = 25
 """Merges committed on trial together, then replayed together."""
+SEEDS_PER_MERGE = 20
+"""Memories (the most faded first) that look for merge partners, per merge a run may make: the search is bounded
+by what a run can use, not by the size of the store (the next run goes on from there)."""
 REPLAY_WITHOUT = ("grep",)
 """Replay judges what the merged text itself is found by: grep would find it by its sources' words in the log."""
 
@@ -59,16 +63,20 @@ class Proposal:
 
 async def run_compaction(manager: MemoryManager, now: datetime) -> dict[str, Any]:
     counts = dict.fromkeys(("groups", "no_gain", "accepted", "rejected", "skipped", "undone_trials", "llm_failed"), 0)
-    counts |= {"memories_merged": 0, "tokens_before": 0, "tokens_after": 0}
+    counts |= {"deferred": 0, "memories_merged": 0, "tokens_before": 0, "tokens_after": 0}
     for trial in await manager.records.merges_on_trial():
         reason = "undone: the run that tried it stopped before its replay finished"
         await manager.records.undo_merge(trial, replay_after=None, reason=reason, now=now)
         counts["undone_trials"] += 1
     await manager.flush()
+    deadline = time.monotonic() + manager.config.sleep.compaction_budget.total_seconds()
     for namespace in await manager.records.memory_namespaces():
         groups = await _groups(manager, namespace, now)
         counts["groups"] += len(groups)
         for start in range(0, len(groups), BATCH):
+            if time.monotonic() > deadline:
+                counts["deferred"] += len(groups) - start  # sleep.compaction_budget spent: the next run goes on
+                break
             await _consolidate(manager, namespace, groups[start : start + BATCH], now, counts)
     return counts
 
@@ -94,6 +102,7 @@ async def _groups(manager: MemoryManager, namespace: str, now: datetime) -> list
         valence_delta=sleep.max_valence_delta_for_merge,
         generation_gap=sleep.max_generation_gap_for_merge,
         max_size=sleep.merge_max_group,
+        seeds=SEEDS_PER_MERGE * sleep.compaction_max_merges,
     )
     groups = await asyncio.to_thread(candidate_groups, candidates, rules)
     return [[memories[c.memory_id] for c in group] for group in groups[: sleep.compaction_max_merges]]

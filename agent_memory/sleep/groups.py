@@ -7,7 +7,7 @@ Pure: no I/O. `consolidation.py` reads the candidates and commits the merges.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -17,9 +17,10 @@ from agent_memory.cognition.retrieval import STOPWORDS
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 COMMON_SHARE = 0.05
-"""A word carried by more than this share of the candidates (at least 8, at most 200 of them) is too common to say
-two memories are about the same thing (a speaker's name, "today"): it is left out of every memory's words. The
-cap also bounds the pairs one word can propose."""
+"""A word carried by more than this share of the candidates (and more than 8 of them) is too common to say two
+memories are about the same thing (a speaker's name, "today"): it is left out of every memory's words."""
+PARTNERS_PER_SEED = 8
+"""The best partners a seed keeps (by overlap, then similarity): enough to fill a group of merge_max_group."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class GroupRules:
     valence_delta: float  # max_valence_delta_for_merge
     generation_gap: int  # max_generation_gap_for_merge
     max_size: int  # merge_max_group
+    seeds: int = 0  # how many of the most faded candidates look for partners; 0: all of them
 
 
 def keyword_words(keywords: Iterable[str]) -> frozenset[str]:
@@ -81,33 +83,46 @@ def candidate_groups(candidates: Sequence[MergeCandidate], rules: GroupRules) ->
 
 
 def _pairs(candidates: Sequence[MergeCandidate], rules: GroupRules) -> list[tuple[int, int]]:
-    """Every pair over the overlap threshold and the similarity floor, strongest first: each memory's shared-word
-    counts come from the postings of its own words."""
+    """Pairs over the overlap threshold and the similarity floor, strongest first. Each seed's shared-word counts
+    come from the postings of its own words and its similarities from one matrix product; it keeps its
+    PARTNERS_PER_SEED best partners (a group holds a few). The seeds are the `rules.seeds` candidates that most
+    want consolidating (all when 0); their partners may be any candidate."""
     index: dict[str, list[int]] = defaultdict(list)
     for position, candidate in enumerate(candidates):
         for word in candidate.words:
             index[word].append(position)
-    cap = min(max(8, int(COMMON_SHARE * len(candidates))), 200)
-    postings = {w: ids for w, ids in index.items() if 1 < len(ids) <= cap}
-    words = [frozenset(w for w in c.words if len(index[w]) <= cap) for c in candidates]
-    scored: list[tuple[float, float, int, int]] = []
-    for i, mine in enumerate(words):
-        shared = Counter(j for w in mine for j in postings.get(w, ()) if j > i)
-        for j, count in shared.items():
-            share = count / min(len(mine), len(words[j]))
-            if count < 2 or share < rules.overlap:
-                continue
-            similarity = _cosine(candidates[i], candidates[j])
-            if similarity >= rules.min_similarity:
-                scored.append((share, similarity, i, j))
-    scored.sort(key=lambda s: (-s[0], -s[1], s[2], s[3]))
-    return [(i, j) for _, _, i, j in scored]
+    cap = max(8, int(COMMON_SHARE * len(candidates)))
+    postings = {w: np.asarray(ids) for w, ids in index.items() if 1 < len(ids) <= cap}
+    sizes = np.fromiter((sum(len(index[w]) <= cap for w in c.words) for c in candidates), dtype=np.int64)
+    vectors = _matrix(candidates)
+    order = sorted(range(len(candidates)), key=lambda k: -candidates[k].priority)
+    scored: dict[tuple[int, int], tuple[float, float]] = {}
+    for i in order[: rules.seeds] if rules.seeds else order:
+        lists = [postings[w] for w in candidates[i].words if w in postings]
+        if len(lists) < 2:
+            continue
+        partners, counts = np.unique(np.concatenate(lists), return_counts=True)
+        shares = counts / np.minimum(sizes[i], sizes[partners])
+        keep = (counts >= 2) & (partners != i) & (shares >= rules.overlap)
+        partners, shares = partners[keep], shares[keep]
+        similarities = vectors[partners] @ vectors[i]
+        close = similarities >= rules.min_similarity
+        partners, shares, similarities = partners[close], shares[close], similarities[close]
+        for k in np.lexsort((-similarities, -shares))[:PARTNERS_PER_SEED].tolist():
+            j = int(partners[k])
+            scored.setdefault((min(i, j), max(i, j)), (float(shares[k]), float(similarities[k])))
+    ranked = sorted(scored.items(), key=lambda item: (-item[1][0], -item[1][1], item[0]))
+    return [pair for pair, _ in ranked]
 
 
-def _cosine(a: MergeCandidate, b: MergeCandidate) -> float:
-    if a.vector is None or b.vector is None:
-        return 0.0
-    return float(a.vector @ b.vector)
+def _matrix(candidates: Sequence[MergeCandidate]) -> np.ndarray:
+    """The candidates' vectors as rows (zeros for one without a vector: similar to nothing)."""
+    width = next((len(c.vector) for c in candidates if c.vector is not None), 1)
+    matrix = np.zeros((len(candidates), width), dtype=np.float32)
+    for row, candidate in enumerate(candidates):
+        if candidate.vector is not None:
+            matrix[row] = candidate.vector
+    return matrix
 
 
 def _compatible(members: Sequence[MergeCandidate], rules: GroupRules) -> bool:

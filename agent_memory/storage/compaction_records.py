@@ -29,18 +29,14 @@ class CompactionQueries:
         def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     async def merge_candidates(self, namespace: str) -> list[tuple[Memory, bool, bytes | None]]:
-        """The namespace's active text memories, each with its fast-path flag and its stored vector."""
+        """The namespace's active text memories, each with its fast-path flag and its stored vector. Without their
+        entities: grouping and merging never read them (a merged memory's own come from its merged text)."""
         rows = await self._fetch(
             f"SELECT {MEMORY_COLUMNS}, fast_path, embedding FROM memories "
             "WHERE namespace = ? AND status = 'active' AND media = 'text' ORDER BY rowid",
             (namespace,),
         )
-        found: list[tuple[Memory, bool, bytes | None]] = []
-        for start in range(0, len(rows), 500):
-            chunk = rows[start : start + 500]
-            entities = await self._entities([r[0] for r in chunk])
-            found += [(memory_row(r, entities.get(r[0], ())), bool(r[-2]), r[-1]) for r in chunk]
-        return found
+        return [(memory_row(r, ()), bool(r[-2]), r[-1]) for r in rows]
 
     async def commit_merge(
         self,

@@ -42,6 +42,18 @@ def vector_items(rows: dict[str, tuple[bytes, Memory]]) -> list[VectorItem]:
     ]
 
 
+SCOPES = ("payload", "vectors", "all")
+"""What an outbox row asks to redo, narrowest first; a memory with several rows in a batch gets the widest."""
+
+
+def _widest_scopes(items: Sequence[OutboxItem]) -> dict[str, str]:
+    widest: dict[str, str] = {}
+    for item in items:
+        known = widest.get(item.memory_id, "payload")
+        widest[item.memory_id] = max(known, item.scope, key=SCOPES.index)
+    return widest
+
+
 class Projector:
     """Drains the outbox into Kuzu and Qdrant; a background task keeps it drained between calls."""
 
@@ -99,12 +111,17 @@ class Projector:
         return applied
 
     async def _apply(self, items: Sequence[OutboxItem]) -> None:
-        ids = list(dict.fromkeys(item.memory_id for item in items))
+        widest = _widest_scopes(items)
         try:
-            memories = await self._records.get_memories(ids)
-            gone = [MemoryId(i) for i in ids if i not in memories]
-            if memories:
-                await self._project(memories)
+            payload = [i for i, scope in widest.items() if scope == "payload"]
+            gone = await self._project_payloads(payload) if payload else []
+            rest = [i for i, scope in widest.items() if scope != "payload"]
+            memories = await self._records.get_memories(rest)
+            gone += [MemoryId(i) for i in rest if i not in memories]
+            if changed := {i: m for i, m in memories.items() if widest[i] == "all"}:
+                await self._project(changed)
+            if vectors_only := {i: m for i, m in memories.items() if widest[i] == "vectors"}:
+                await self._project_vectors(vectors_only)
             if gone:
                 await self._graph.delete_memories(gone)
                 await self._vectors.delete(TEXT, gone)
@@ -114,12 +131,30 @@ class Projector:
             raise
         await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock())
 
+    async def _project_payloads(self, memory_ids: Sequence[str]) -> list[MemoryId]:
+        """Set the tier and status of each memory's points, a few calls for a whole batch (grouped by value);
+        returns the memories that are gone."""
+        states = await self._records.payload_states(memory_ids)
+        groups: dict[tuple[str, str, str], list[MemoryId]] = {}
+        for memory_id, tier, status, text, image in states:
+            for collection, present in ((TEXT, text), (IMAGE, image)):
+                if present:
+                    groups.setdefault((collection, tier, status), []).append(MemoryId(memory_id))
+        for (collection, tier, status), members in groups.items():
+            await self._vectors.set_payload(collection, members, {"tier": tier, "status": status})
+        found = {state[0] for state in states}
+        return [MemoryId(i) for i in memory_ids if i not in found]
+
     async def _project(self, memories: dict[str, Memory]) -> None:
         """Each memory as it is now: graph node and edges, its text vector, its CLIP vector if it is an image.
         A memory with no text vector (an image without a caption) is taken out of the text collection."""
+        await self._graph.upsert_memories(await self._records.graph_memories(list(memories)))
+        await self._project_vectors(memories)
+
+    async def _project_vectors(self, memories: dict[str, Memory]) -> None:
+        """The vectors alone, with their payloads as the memories are now."""
         text = await self._records.stored_vectors(memories)
         images = await self._records.stored_vectors(memories, image=True)
-        await self._graph.upsert_memories(await self._records.graph_memories(list(memories)))
         await self._vectors.upsert(TEXT, vector_items(text))
         if untexted := [MemoryId(i) for i in memories if i not in text]:
             await self._vectors.delete(TEXT, untexted)

@@ -252,10 +252,11 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
 
     async def pending_outbox(self, limit: int) -> list[OutboxItem]:
         rows = await self._fetch(
-            "SELECT outbox_id, op, memory_id, attempts FROM outbox WHERE done_at IS NULL ORDER BY outbox_id LIMIT ?",
+            "SELECT outbox_id, op, memory_id, attempts, scope FROM outbox WHERE done_at IS NULL "
+            "ORDER BY outbox_id LIMIT ?",
             (limit,),
         )
-        return [OutboxItem(r[0], r[1], MemoryId(r[2]), r[3]) for r in rows]
+        return [OutboxItem(r[0], r[1], MemoryId(r[2]), r[3], r[4]) for r in rows]
 
     async def pending_outbox_count(self) -> int:
         rows = await self._fetch("SELECT count(*) FROM outbox WHERE done_at IS NULL")
@@ -275,6 +276,17 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
                 )
 
     # ----- access and retrieval events ---------------------------------------------------------------
+
+    async def recent_keep_scores(self, namespace: str, limit: int) -> list[float]:
+        """The keep scores of the namespace's latest judged turns, oldest first: salience or the LLM's keep
+        probability (1.0 for a fast-path turn). Phatic turns and keep-all archives have none."""
+        rows = await self._fetch(
+            "SELECT d.confidence FROM save_decisions d JOIN turns t ON t.turn_id = d.turn_id "
+            "WHERE t.namespace = ? AND d.path IN ('fast', 'llm', 'heuristic', 'fallback') "
+            "ORDER BY d.decision_id DESC LIMIT ?",
+            (namespace, limit),
+        )
+        return [float(r[0]) for r in reversed(rows)]
 
     async def decision_policies(self) -> list[tuple[str, int]]:
         """How many save decisions each policy version took."""

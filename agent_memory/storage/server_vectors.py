@@ -141,6 +141,14 @@ class QdrantServerVectors:
             )
         return [VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in response.points]
 
+    async def set_payload(self, collection: str, ids: Iterable[MemoryId], payload: dict[str, Any]) -> None:
+        """Set these payload fields on points that exist (the vectors stay as they are)."""
+        name = self._name(collection)
+        wanted: list[models.ExtendedPointId] = [point_id(memory_id) for memory_id in ids]
+        for batch in batches(wanted):
+            with self._guard(f"payload of {name!r}"):
+                await self._client.set_payload(name, payload=payload, points=list(batch), wait=True)
+
     async def delete(self, collection: str, ids: Iterable[MemoryId]) -> None:
         name = self._name(collection)
         wanted: list[models.ExtendedPointId] = [point_id(memory_id) for memory_id in ids]

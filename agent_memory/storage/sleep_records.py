@@ -66,13 +66,24 @@ class SleepQueries:
             await db.executemany("UPDATE memories SET decay_score = ? WHERE memory_id = ?", [(s, m) for m, s in scores])
 
     async def set_tiers(self, tiers: Sequence[tuple[str, Tier]], *, now: datetime) -> None:
-        """New tiers, and an outbox row each so the vector payload (which carries the tier) follows."""
+        """New tiers, and an outbox row each so the vector payload (which carries the tier) follows; the graph
+        holds no tier, so the row asks for the payload only."""
         async with self.transaction() as db:
             await db.executemany("UPDATE memories SET tier = ? WHERE memory_id = ?", [(t.value, m) for m, t in tiers])
             await db.executemany(
-                "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)",
+                "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'payload')",
                 [(m, ts(now)) for m, _ in tiers],
             )
+
+    async def payload_states(self, memory_ids: Sequence[str]) -> list[tuple[str, str, str, bool, bool]]:
+        """(memory_id, tier, status, has a text vector, has an image vector) of each memory still there."""
+        marks = ",".join("?" * len(memory_ids))
+        rows = await self._fetch(
+            "SELECT memory_id, tier, status, embedding IS NOT NULL, image_embedding IS NOT NULL FROM memories "
+            f"WHERE memory_id IN ({marks})",
+            memory_ids,
+        )
+        return [(str(r[0]), str(r[1]), str(r[2]), bool(r[3]), bool(r[4])) for r in rows]
 
     async def tier_counts(self) -> dict[str, int]:
         rows = await self._fetch("SELECT tier, count(*) FROM memories WHERE status = 'active' GROUP BY tier")
@@ -188,12 +199,13 @@ class SleepQueries:
         return int(rows[0][0])
 
     async def requeue_after(self, mark: int, *, now: datetime) -> int:
-        """Project again every memory touched after `mark` (the projector works from SQLite's current state, so a
-        replay is exact): after a projection was swapped for a copy taken at `mark`. Returns how many."""
+        """Project the vectors of every memory touched after `mark` again (the projector works from SQLite's current
+        state, so a replay is exact): after the vector shard was swapped for a copy taken at `mark` (the graph was
+        not). Returns how many."""
         async with self.transaction() as db:
             cursor = await db.execute(
-                "INSERT INTO outbox (op, memory_id, created_at) SELECT 'upsert_memory', memory_id, ? FROM "
-                "(SELECT DISTINCT memory_id FROM outbox WHERE outbox_id > ?)",
+                "INSERT INTO outbox (op, memory_id, created_at, scope) SELECT 'upsert_memory', memory_id, ?, 'vectors' "
+                "FROM (SELECT DISTINCT memory_id FROM outbox WHERE outbox_id > ?)",
                 (ts(now), mark),
             )
             return int(cursor.rowcount or 0)

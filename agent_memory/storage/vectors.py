@@ -163,6 +163,9 @@ class EdgeVectors:
         )
         return [VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in self._shard(name).query(request)]
 
+    def _set_payload_sync(self, name: str, ids: list[str], payload: dict[str, Any]) -> None:
+        self._shard(name).update(UpdateOperation.set_payload(list(ids), payload))
+
     def _delete_sync(self, name: str, ids: list[str]) -> None:
         self._shard(name).update(UpdateOperation.delete_points(list(ids)))
 
@@ -217,6 +220,13 @@ class EdgeVectors:
         if limit <= 0:
             return []
         return await self._call(f"search of {collection!r}", self._search_sync, collection, vector, limit, where)
+
+    async def set_payload(self, collection: str, ids: Iterable[MemoryId], payload: dict[str, Any]) -> None:
+        """Set these payload fields on points that exist (the vectors stay as they are)."""
+        self._check(collection)
+        wanted = [point_id(memory_id) for memory_id in ids]
+        for batch in batches(wanted):
+            await self._call(f"payload of {collection!r}", self._set_payload_sync, collection, batch, payload)
 
     async def delete(self, collection: str, ids: Iterable[MemoryId]) -> None:
         self._check(collection)

@@ -248,10 +248,10 @@ async def _talk_to(proc: asyncio.subprocess.Process) -> str:
 
 
 async def _decay_runs(c: httpx.AsyncClient) -> list[dict[str, Any]]:
-    """The scheduler's decay runs (decay_interval is one second), waited for up to 10 s."""
-    for _ in range(100):
+    """The scheduler's finished decay runs (decay_interval is one second), waited for up to 30 s."""
+    for _ in range(300):
         runs: list[dict[str, Any]] = (await c.get("/v1/jobs", params={"job": "decay"})).json()
-        if runs:
-            return runs
+        if finished := [r for r in runs if r["status"] != "running"]:
+            return finished
         await asyncio.sleep(0.1)
     return []

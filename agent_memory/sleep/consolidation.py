@@ -82,20 +82,10 @@ async def run_compaction(manager: MemoryManager, now: datetime) -> dict[str, Any
 
 
 async def _groups(manager: MemoryManager, namespace: str, now: datetime) -> list[list[Memory]]:
-    sleep, policy = manager.config.sleep, manager.policy
-    candidates: list[MergeCandidate] = []
-    memories: dict[str, Memory] = {}
-    for memory, fast, blob in await manager.records.merge_candidates(namespace):
-        if not policy.may_compact(memory, fast_path=fast):
-            continue
-        priority = policy.compaction_priority(memory, fast_path=fast, now=now, decay=manager.config.decay)
-        vector = np.frombuffer(blob, dtype="<f4") if blob is not None else None
-        memories[memory.memory_id] = memory
-        candidates.append(
-            MergeCandidate(
-                memory.memory_id, keyword_words(memory.keywords), memory.valence, memory.generation, vector, priority
-            )
-        )
+    """The namespace's groups to try, most wanting consolidation first; the work runs off the event loop."""
+    sleep = manager.config.sleep
+    rows = await manager.records.merge_candidates(namespace)
+    memories: dict[str, Memory] = {memory.memory_id: memory for memory, _, _ in rows}
     rules = GroupRules(
         overlap=sleep.keyword_overlap_merge_threshold,
         min_similarity=sleep.merge_min_similarity,
@@ -104,8 +94,24 @@ async def _groups(manager: MemoryManager, namespace: str, now: datetime) -> list
         max_size=sleep.merge_max_group,
         seeds=SEEDS_PER_MERGE * sleep.compaction_max_merges,
     )
-    groups = await asyncio.to_thread(candidate_groups, candidates, rules)
-    return [[memories[c.memory_id] for c in group] for group in groups[: sleep.compaction_max_merges]]
+
+    def group() -> list[list[MergeCandidate]]:
+        candidates = [
+            MergeCandidate(
+                memory.memory_id,
+                keyword_words(memory.keywords),
+                memory.valence,
+                memory.generation,
+                np.frombuffer(blob, dtype="<f4") if blob is not None else None,
+                manager.policy.compaction_priority(memory, fast_path=fast, now=now, decay=manager.config.decay),
+            )
+            for memory, fast, blob in rows
+            if manager.policy.may_compact(memory, fast_path=fast)
+        ]
+        return candidate_groups(candidates, rules)
+
+    groups = await asyncio.to_thread(group)
+    return [[memories[c.memory_id] for c in found] for found in groups[: sleep.compaction_max_merges]]
 
 
 async def _consolidate(

@@ -128,7 +128,7 @@ async def test_turns_are_judged_in_batches(
     texts = [f"My colleague number {i} is called Ana{i} and lives in Braga." for i in range(5)]
     async with MemoryManager.open(config, embedder=embedder) as manager:
         results = await manager.process_turns([TurnInput("s1", i, t, at=T0) for i, t in enumerate(texts)])
-    assert [len(turn_indices(r)) for r in llm_server.requests] == [3, 2]
+    assert sorted(len(turn_indices(r)) for r in llm_server.requests) == [2, 3]  # sent together: any order
     assert all(r.decision.path is DecisionPath.LLM for r in results)
 
 

@@ -89,11 +89,14 @@ class Recall:
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
         rankings = await self._layers(parsed.remainder or query.text, query.text, query, window, timings)
-        memories = await self.records.get_memories([i for hits in rankings.values() for i, _ in hits])
-        if query.as_of is not None:
-            memories = {i: m for i, m in memories.items() if _known(m, query.as_of)}
+        hit_ids = [i for hits in rankings.values() for i, _ in hits]
+        if query.as_of is None:  # the walk needs only the hits' ids: it runs while their rows are read
+            walk = _timed(timings, "graph", self._walk(rankings, query.namespace))
+            memories, steps = await asyncio.gather(self.records.get_memories(hit_ids), walk)
+        else:  # what was not known then neither ranks nor seeds the walk
+            memories = {i: m for i, m in (await self.records.get_memories(hit_ids)).items() if _known(m, query.as_of)}
             rankings = {name: [h for h in hits if h[0] in memories] for name, hits in rankings.items()}
-        steps = await _timed(timings, "graph", self._walk(rankings, query.namespace))
+            steps = await _timed(timings, "graph", self._walk(rankings, query.namespace))
         missing = [s.memory_id for s in steps if s.memory_id not in memories]
         if missing:
             found = await self.records.get_memories(missing)

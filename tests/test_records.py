@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from agent_memory.models import utc_now
 from agent_memory.storage.records import SqliteRecords
@@ -69,3 +72,29 @@ async def test_failed_transaction_rolls_back(tmp_path: Path) -> None:
         pass
     assert await records.pending_outbox_count() == 0
     await records.aclose()
+
+
+@pytest.fixture
+async def records(tmp_path: Path) -> AsyncIterator[SqliteRecords]:
+    opened = await SqliteRecords.open(tmp_path / "memory.db")
+    try:
+        yield opened
+    finally:  # also when the test fails: an open connection's thread would keep pytest from exiting
+        await opened.aclose()
+
+
+async def test_keyword_search_finds_a_namespace_crowded_out_of_the_best_matches(records: SqliteRecords) -> None:
+    """The layer ranks the best matches across namespaces before it filters; when another namespace's (or merged)
+    memories fill that cut, it falls back to the full join instead of returning too little."""
+    now = utc_now().isoformat()
+    rows = [(f"o{i}", "other", "active", "Porto Porto Porto in spring") for i in range(12)]
+    rows += [(f"x{i}", "default", "merged", "Porto Porto again") for i in range(4)]
+    rows += [("d1", "default", "active", "We once spent a long and rainy week somewhere near Porto")]
+    async with records.transaction() as db:
+        await db.executemany(
+            "INSERT INTO memories (memory_id, namespace, status, memory_type, content, keywords, created_at, event_at) "
+            "VALUES (?, ?, ?, 'episodic', ?, '[]', ?, ?)",
+            [(*row, now, now) for row in rows],
+        )
+    assert [i for i, _ in await records.keyword_search("default", '"porto"', limit=3)] == ["d1"]
+    assert len(await records.keyword_search("other", '"porto"', limit=3)) == 3

@@ -147,11 +147,16 @@ def turn_row(r: sqlite3.Row | tuple[Any, ...]) -> TurnRow:
     )
 
 
+_TYPES, _TIERS = {m.value: m for m in MemoryType}, {t.value: t for t in Tier}  # Enum(value) is slow: a read
+_STATUSES, _ROLES, _MEDIA = {s.value: s for s in MemoryStatus}, {r.value: r for r in Role}, {m.value: m for m in Media}
+
+
 def memory_row(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> Memory:
+    """A memory from its row (MEMORY_COLUMNS). The read path turns hundreds of rows a query into memories."""
     return Memory(
         memory_id=MemoryId(r[0]),
         namespace=r[1],
-        memory_type=MemoryType(r[2]),
+        memory_type=_TYPES[r[2]],
         content=r[3],
         keywords=tuple(json.loads(r[4])),
         entities=entities,
@@ -160,8 +165,8 @@ def memory_row(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> M
         last_accessed_at=dt(r[7]),
         access_count=r[8],
         generation=r[9],
-        tier=Tier(r[10]),
-        status=MemoryStatus(r[11]),
+        tier=_TIERS[r[10]],
+        status=_STATUSES[r[11]],
         superseded_by=MemoryId(r[12]) if r[12] else None,
         valence=r[13],
         arousal=r[14],
@@ -173,8 +178,8 @@ def memory_row(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> M
         session_id=r[20],
         revision=r[21],
         turn_number=r[22],
-        role=Role(r[23]) if r[23] else None,
-        media=Media(r[24]),
+        role=_ROLES[r[23]] if r[23] else None,
+        media=_MEDIA[r[24]],
         media_sha256=r[25],
         media_path=r[26],
     )

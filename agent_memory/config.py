@@ -43,8 +43,11 @@ class EmbeddingConfig(_Section):
     measured here, 8 gives 108 LoCoMo turns/s where 64 gives 43."""
     dimension: int = Field(default=384, ge=1)
     with_previous_max_chars: int = Field(default=600, ge=0)
-    """A kept turn up to this long is embedded together with the turn before it in its session (when that one
-    is short too), so a reply like "It is bright orange" is found by what "it" was. 0 turns it off."""
+    """A turn up to this long is stored with the sum of its own embedding and the turn's before it in its session
+    (when that one is short too), so a reply like "It is bright orange" is found by what "it" was. 0 turns it off."""
+    previous_weight: float = Field(default=1.0, ge=0.0)
+    """The weight of the turn before in that sum (LoCoMo dev, judged store: 1.0 gives evidence recall 0.859, MRR
+    0.432; 0.6 gives 0.858, MRR 0.445)."""
 
 
 class VectorsConfig(_Section):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from agent_memory import InvalidInput, MemoryManager, TurnInput
@@ -156,6 +157,42 @@ async def test_a_short_reply_is_embedded_with_the_turn_before_it(config: Config,
             results = {r.memory.memory_id: r for r in await manager.retrieve("the kayak's colour", k=2)}
             similarity[limit] = results[found[1]].layers["semantic"].score
     assert similarity[600] > similarity[0] + 0.1
+
+
+async def test_a_short_reply_is_stored_with_the_sum_of_both_turns_however_it_arrives(
+    config: Config, embedder: Embedder
+) -> None:
+    """The reply's vector is its own embedding plus the turn's before it, re-normalised, whether the two came in
+    one batch, one at a time (the session's last vector is cached) or across a restart (the turn before is read
+    back and embedded again); a long turn and a session's first turn keep their own vector."""
+    first, reply, long = "Guess what, I finally bought a kayak!", "It is bright orange.", "We paddled " * 80
+    after_long = "The paddle is yellow."
+    own = await embedder.embed([first, reply, long, after_long])
+    summed = own[0] + own[1]
+    expected = {first: own[0], reply: summed / np.linalg.norm(summed), long: own[2], after_long: own[3]}
+
+    async def stored(manager: MemoryManager, ids: list[str]) -> dict[str, np.ndarray]:
+        found = await manager.records.embeddings(ids)
+        return {memory.content: np.frombuffer(blob, dtype="<f4") for blob, memory in found.values()}
+
+    async with MemoryManager.open(
+        config.model_copy(update={"data_dir": config.data_dir / "batch"}), embedder=embedder
+    ) as m:
+        ids = await add(m, "kayak", [first, reply, long, after_long], NOW)
+        batch = await stored(m, ids)
+    one_by_one = config.model_copy(update={"data_dir": config.data_dir / "single"})
+    async with MemoryManager.open(one_by_one, embedder=embedder) as m:
+        ids = [(await m.process_turn("kayak", 0, first, at=NOW)).memory_id]
+    async with MemoryManager.open(one_by_one, embedder=embedder) as m:  # a restart: no cached vector
+        ids.append((await m.process_turn("kayak", 1, reply, at=NOW)).memory_id)
+        ids.append((await m.process_turn("kayak", 2, long, at=NOW)).memory_id)
+        ids.append((await m.process_turn("kayak", 3, after_long, at=NOW)).memory_id)  # after a long turn: its own
+        single = await stored(m, [i for i in ids if i])
+    for found in (batch, single):
+        assert set(found) == set(expected)
+        for text, vector in found.items():
+            assert float(vector @ expected[text]) > 0.9999, text
+    assert float(expected[reply] @ own[1]) < 0.99  # the sum really differs from the reply alone
 
 
 async def test_a_word_most_memories_carry_ranks_nothing_beside_a_hit_that_scores(manager: MemoryManager) -> None:

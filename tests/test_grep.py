@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -9,7 +11,7 @@ import pytest
 from agent_memory.cognition.grep_terms import grep_terms
 from agent_memory.errors import StorageError
 from agent_memory.models import LogPosition, LogRecord, Role, TurnId
-from agent_memory.storage.grep import GrepHit, RipgrepJournalSearch, find_ripgrep
+from agent_memory.storage.grep import GrepHit, RipgrepJournalSearch, content_pattern, find_ripgrep
 from agent_memory.storage.journal import JsonlJournal, segment_name
 
 FILLER = ["what a lovely morning", "remind me to water the plants", "the meeting moved to next week"]
@@ -90,6 +92,19 @@ async def test_a_term_outside_the_content_is_not_a_hit(tmp_path: Path, term: str
     assert await RipgrepJournalSearch(tmp_path / "logs").search([term], namespace="default", limit=10) == []
 
 
+@pytest.mark.parametrize("term", ["sess-9981", "turn-4", "2026-03-01", "12:04", "assistant", "default", "checksum"])
+async def test_ripgrep_itself_passes_over_a_term_outside_the_content(tmp_path: Path, term: str) -> None:
+    """The pattern, not the parsed check after it, keeps rg from sending back every line that holds a year or an
+    id: the journal writes `at` right after `content`, and the pattern ends there."""
+    await write_log(tmp_path / "logs", [turn(4, "nothing to see here", session_id="sess-9981")])
+    segment = tmp_path / "logs" / segment_name(1)
+    assert '","at":"' in segment.read_text()
+    for wanted, code in ((term, 1), ("see here", 0)):
+        args = [find_ripgrep(), f"--regexp={content_pattern([wanted])}", segment]
+        found = await asyncio.to_thread(subprocess.run, args, capture_output=True)
+        assert found.returncode == code, (wanted, found.stdout)
+
+
 async def test_a_term_outside_the_content_does_not_count_for_a_turn_that_matches_another(tmp_path: Path) -> None:
     await write_log(tmp_path / "logs", [turn(4, "booked flight BA117", session_id="sess-9981")])
     hits = await RipgrepJournalSearch(tmp_path / "logs").search(["sess-9981", "BA117"], namespace="default", limit=5)
@@ -155,7 +170,7 @@ async def test_a_torn_line_is_skipped_and_an_undecodable_one_still_found(tmp_pat
     segment = tmp_path / "logs" / segment_name(1)
     size = segment.stat().st_size
     with segment.open("ab") as fh:
-        fh.write(b'{"v":1,"namespace":"default","content":"PIN 4921 and a bad byte \xff"}\n')
+        fh.write(b'{"v":1,"namespace":"default","content":"PIN 4921 and a bad byte \xff","at":"2026-03-20"}\n')
         fh.write(b'{"v":1,"namespace":"default","content":"PIN 4921 torn mid-wr')
     hits = await search.search(["4921"], namespace="default", limit=10)
     assert addresses(hits) == [(1, size), at(positions[0])]

@@ -17,6 +17,7 @@ Every run reports its walks, probes, candidates, and the links committed and rej
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -36,83 +37,76 @@ async def run_dream(manager: MemoryManager, now: datetime, *, seed: int | None =
         pool = await manager.records.dream_pool(namespace)
         if len(pool) < 2:
             continue
-        candidates = await _walk_candidates(manager, namespace, pool, rng, counts)
-        candidates += await _bridge_candidates(manager, namespace, pool, rng, counts)
-        await _commit(manager, namespace, candidates, now, counts)
+        dream = _Dream(manager, namespace, pool, rng, counts)
+        await dream.commit([*await dream.walks(), *await dream.bridges()], now)
     return counts
 
 
-async def _walk_candidates(
-    manager: MemoryManager,
-    namespace: str,
-    pool: list[tuple[str, str | None]],
-    rng: random.Random,
-    counts: dict[str, int],
-) -> list[Candidate]:
-    settings, found = manager.config.sleep, list[Candidate]()
-    for _ in range(min(settings.dream_walk_count, len(pool))):
-        start = rng.choice(pool)[0]
-        path = [start]
-        for _ in range(settings.dream_walk_length):
-            options = [m for m in await _neighbours(manager, path[-1], namespace) if m not in path]
-            if not options:
-                break
-            path.append(rng.choice(sorted(options)))
-        counts["walks"] += 1
-        if len(path) >= 3 and path[-1] not in await _neighbours(manager, start, namespace):
-            found.append((start, path[-1], "walk"))
-    return found
+@dataclass(slots=True)
+class _Dream:
+    """One namespace's exploration: its pool of (memory, session) pairs, the run's random source and counts."""
 
+    manager: MemoryManager
+    namespace: str
+    pool: list[tuple[str, str | None]]
+    rng: random.Random
+    counts: dict[str, int]
 
-async def _neighbours(manager: MemoryManager, memory_id: str, namespace: str) -> set[str]:
-    fanout = manager.config.retrieval.entity_fanout
-    steps = await manager.records.structural_neighbours([memory_id], namespace, depth=1, fanout=fanout)
-    return {s.memory_id for s in steps} | set(await manager.records.link_neighbours(memory_id))
+    async def walks(self) -> list[Candidate]:
+        settings, found = self.manager.config.sleep, list[Candidate]()
+        for _ in range(min(settings.dream_walk_count, len(self.pool))):
+            start = self.rng.choice(self.pool)[0]
+            path = [start]
+            for _ in range(settings.dream_walk_length):
+                options = [m for m in await self._neighbours(path[-1]) if m not in path]
+                if not options:
+                    break
+                path.append(self.rng.choice(sorted(options)))
+            self.counts["walks"] += 1
+            if len(path) >= 3 and path[-1] not in await self._neighbours(start):
+                found.append((start, path[-1], "walk"))
+        return found
 
+    async def _neighbours(self, memory_id: str) -> set[str]:
+        records, fanout = self.manager.records, self.manager.config.retrieval.entity_fanout
+        steps = await records.structural_neighbours([memory_id], self.namespace, depth=1, fanout=fanout)
+        return {s.memory_id for s in steps} | set(await records.link_neighbours(memory_id))
 
-async def _bridge_candidates(
-    manager: MemoryManager,
-    namespace: str,
-    pool: list[tuple[str, str | None]],
-    rng: random.Random,
-    counts: dict[str, int],
-) -> list[Candidate]:
-    sessions = dict(pool)
-    probes = rng.sample(pool, min(manager.config.sleep.dream_walk_count, len(pool)))
-    stored = await manager.records.embeddings([m for m, _ in probes])
-    found: list[Candidate] = []
-    for memory_id, session in probes:
-        if memory_id not in stored:
-            continue
-        counts["probes"] += 1
-        vector = np.frombuffer(stored[memory_id][0], dtype="<f4").tolist()
-        hits = await manager.vectors.search(TEXT, vector, limit=6, where={"namespace": namespace})
-        others = [h.memory_id for h in hits if h.memory_id != memory_id and sessions.get(h.memory_id) != session]
-        if len({sessions.get(m) for m in others if m in sessions}) >= 2:
-            found.append((memory_id, others[0], "bridge"))
-    return found
+    async def bridges(self) -> list[Candidate]:
+        sessions = dict(self.pool)
+        probes = self.rng.sample(self.pool, min(self.manager.config.sleep.dream_walk_count, len(self.pool)))
+        stored = await self.manager.records.embeddings([m for m, _ in probes])
+        found: list[Candidate] = []
+        for memory_id, session in probes:
+            if memory_id not in stored:
+                continue
+            self.counts["probes"] += 1
+            vector = np.frombuffer(stored[memory_id][0], dtype="<f4").tolist()
+            hits = await self.manager.vectors.search(TEXT, vector, limit=6, where={"namespace": self.namespace})
+            others = [h.memory_id for h in hits if h.memory_id != memory_id and sessions.get(h.memory_id) != session]
+            if len({sessions.get(m) for m in others if m in sessions}) >= 2:
+                found.append((memory_id, others[0], "bridge"))
+        return found
 
-
-async def _commit(
-    manager: MemoryManager, namespace: str, candidates: list[Candidate], now: datetime, counts: dict[str, int]
-) -> None:
-    linked = await manager.records.linked_pairs(namespace)
-    unique: dict[frozenset[str], Candidate] = {}
-    for a, b, strategy in candidates:
-        pair = frozenset((a, b))
-        if a != b and pair not in linked:
-            unique.setdefault(pair, (a, b, strategy))
-    counts["candidates"] += len(unique)
-    stored = await manager.records.embeddings(sorted({m for pair in unique for m in pair}))
-    threshold = manager.config.sleep.dream_similarity_threshold
-    links = []
-    for a, b, strategy in unique.values():
-        if a not in stored or b not in stored:
-            continue
-        similarity = float(np.frombuffer(stored[a][0], dtype="<f4") @ np.frombuffer(stored[b][0], dtype="<f4"))
-        if similarity >= threshold:
-            links.append((a, b, "DREAM_LINK", round(similarity, 4), f"{strategy}: cosine {similarity:.2f}"))
-        else:
-            counts["rejected"] += 1
-    if links:
-        counts["committed"] += await manager.records.add_links(links, now=now)
+    async def commit(self, candidates: list[Candidate], now: datetime) -> None:
+        records = self.manager.records
+        linked = await records.linked_pairs(self.namespace)
+        unique: dict[frozenset[str], Candidate] = {}
+        for a, b, strategy in candidates:
+            pair = frozenset((a, b))
+            if a != b and pair not in linked:
+                unique.setdefault(pair, (a, b, strategy))
+        self.counts["candidates"] += len(unique)
+        stored = await records.embeddings(sorted({m for pair in unique for m in pair}))
+        threshold = self.manager.config.sleep.dream_similarity_threshold
+        links = []
+        for a, b, strategy in unique.values():
+            if a not in stored or b not in stored:
+                continue
+            similarity = float(np.frombuffer(stored[a][0], dtype="<f4") @ np.frombuffer(stored[b][0], dtype="<f4"))
+            if similarity >= threshold:
+                links.append((a, b, "DREAM_LINK", round(similarity, 4), f"{strategy}: cosine {similarity:.2f}"))
+            else:
+                self.counts["rejected"] += 1
+        if links:
+            self.counts["committed"] += await records.add_links(links, now=now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -159,6 +160,23 @@ async def test_a_short_reply_is_embedded_with_the_turn_before_it(config: Config,
     assert similarity[600] > similarity[0] + 0.1
 
 
+class Counting:
+    """The real embedder, recording every text it is given."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dimension, self.texts = inner, inner.name, inner.dimension, list[str]()
+
+    async def load(self) -> None:
+        await self.inner.load()
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return await self.inner.embed(texts)
+
+    async def aclose(self) -> None:
+        return None  # the session's embedder outlives this test
+
+
 async def test_a_short_reply_is_stored_with_the_sum_of_both_turns_however_it_arrives(
     config: Config, embedder: Embedder
 ) -> None:
@@ -175,19 +193,22 @@ async def test_a_short_reply_is_stored_with_the_sum_of_both_turns_however_it_arr
         found = await manager.records.embeddings(ids)
         return {memory.content: np.frombuffer(blob, dtype="<f4") for blob, memory in found.values()}
 
+    counting = Counting(embedder)
     async with MemoryManager.open(
-        config.model_copy(update={"data_dir": config.data_dir / "batch"}), embedder=embedder
+        config.model_copy(update={"data_dir": config.data_dir / "batch"}), embedder=counting
     ) as m:
         ids = await add(m, "kayak", [first, reply, long, after_long], NOW)
         batch = await stored(m, ids)
+    assert counting.texts == [first, reply, long, after_long]  # each turn through the model once, nothing twice
     one_by_one = config.model_copy(update={"data_dir": config.data_dir / "single"})
-    async with MemoryManager.open(one_by_one, embedder=embedder) as m:
+    async with MemoryManager.open(one_by_one, embedder=counting) as m:
         ids = [(await m.process_turn("kayak", 0, first, at=NOW)).memory_id]
-    async with MemoryManager.open(one_by_one, embedder=embedder) as m:  # a restart: no cached vector
+    async with MemoryManager.open(one_by_one, embedder=counting) as m:  # a restart: no cached vector
         ids.append((await m.process_turn("kayak", 1, reply, at=NOW)).memory_id)
         ids.append((await m.process_turn("kayak", 2, long, at=NOW)).memory_id)
         ids.append((await m.process_turn("kayak", 3, after_long, at=NOW)).memory_id)  # after a long turn: its own
         single = await stored(m, [i for i in ids if i])
+    assert sorted(counting.texts[4:]) == sorted([first, reply, first, long, after_long])  # `first` again, once
     for found in (batch, single):
         assert set(found) == set(expected)
         for text, vector in found.items():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
@@ -54,7 +53,7 @@ from agent_memory.validation import (
     check_turn,
     turn_from_mapping,
 )
-from agent_memory.write_path import RECENT_VECTORS, WritePath
+from agent_memory.write_path import RECENT_VECTORS, RecentVectors, WritePath
 
 log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]
@@ -91,7 +90,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             ClipEmbedder(config.image, threads=config.embedding.threads) if config.image.enabled else None
         )
         self._image_check: asyncio.Task[str | None] | None = None
-        self._recent: deque[tuple[str, np.ndarray]] = deque(maxlen=RECENT_VECTORS)
+        self._recent = RecentVectors(RECENT_VECTORS)
         self.keep_share = KeepShare(config.save)
         self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
         self._last_vector: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
@@ -151,6 +150,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 batch=self.config.projector_batch,
                 retry_delay=self.config.outbox_retry_delay,
                 delay=self.config.projector_delay,
+                keywords=self.extractor.keywords,
             )
             await asyncio.gather(self.embedder.load(), asyncio.to_thread(self.extractor.warm_up))
             rebuild_graph, rebuild_vectors = await self._missing_projections(rebuild_graph, rebuild_vectors)
@@ -247,9 +247,14 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 )
                 for (t, role), shared in zip(checked, images, strict=True)
             ]
-            await self._store_images(images)
-            positions = await self.journal.append_many(records)
-            return await self._commit(records, positions, images)
+            embedding = self._start_embedding(records)
+            try:
+                await self._store_images(images)
+                positions = await self.journal.append_many(records)
+            except BaseException:
+                embedding.cancel()
+                raise
+            return await self._commit(records, positions, images, embedding)
         finally:
             self._inflight.difference_update(keys)
 
@@ -303,7 +308,9 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self.recovered_turns = len(fresh)
 
     async def get(self, memory_id: str) -> Memory:
+        """The memory as it is now, its keywords included (pending projector work is finished first)."""
         self._check_open()
+        await self.projector.drain()
         return await self.records.get_memory(memory_id)
 
     async def read_turn(self, turn_id: str) -> LogRecord:

@@ -82,6 +82,7 @@ async def test_outbox_is_replayed_after_a_crash_between_commit_and_projection(
     async with MemoryManager.open(config, embedder=embedder) as manager:
         assert memory_id in await manager.graph.memory_ids()
         assert memory_id in await manager.vectors.ids("text")
+        assert "surgery" in " ".join((await manager.get(memory_id)).keywords)  # derived on the reopen's drain
         assert (await manager.stats())["pending_outbox"] == 0
         assert (await manager.doctor()).consistent
         results = await manager.retrieve("dog surgery")

@@ -22,6 +22,7 @@ from agent_memory import (
 )
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
+from agent_memory.storage.outbox import Projector
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -52,6 +53,43 @@ async def test_process_turn_logs_then_keeps_or_skips(judging: MemoryManager) -> 
     assert memory.generation == 0 and memory.tier.value == "hot" and memory.memory_type.value == "episodic"
     logged = await manager.read_turn(skipped.turn_id)
     assert logged.content == "ok thanks!" and logged.turn_number == 1
+
+
+async def test_keywords_are_derived_after_the_commit_and_indexed(manager: MemoryManager) -> None:
+    await manager.projector.stop()  # so the derivation cannot run between the commit and the checks below
+    text = "Ines lands at Lisbon airport on flight TP1334 for the sailing regatta."
+    kept = await manager.process_turn("s1", 0, text, at=T0)
+    assert kept.memory_id is not None
+    assert await manager.records.pending_keywords(10) == [(kept.memory_id, text)]
+    async with manager.records.transaction() as db:
+        (stored,) = await db.execute_fetchall("SELECT keywords FROM memories WHERE memory_id = ?", (kept.memory_id,))
+    assert stored[0] == "[]"  # the commit did not wait for YAKE
+    memory = await manager.get(kept.memory_id)  # a read finishes the pending work first
+    assert memory.keywords == manager.extractor.keywords(text) and "regatta" in " ".join(memory.keywords)
+    assert await manager.records.pending_keywords(10) == []
+    async with manager.records.transaction() as db:  # the FTS row was re-indexed with the keywords column
+        found = await db.execute_fetchall(
+            "SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'keywords : regatta'"
+        )
+    assert len(list(found)) == 1
+
+
+async def test_a_memory_whose_keywords_cannot_be_derived_keeps_none(manager: MemoryManager) -> None:
+    await manager.projector.stop()
+    broken = await manager.process_turn("s1", 0, "The harbour crane broke down on Tuesday morning.", at=T0)
+    fine = await manager.process_turn("s1", 1, "Ines booked the ferry to Madeira for the regatta.", at=T0)
+    assert broken.memory_id and fine.memory_id
+
+    def picky(text: str) -> tuple[str, ...]:
+        if "crane" in text:
+            raise ValueError("unparseable")
+        return manager.extractor.keywords(text)
+
+    projector = Projector(manager.records, manager.graph, manager.vectors, clock=manager.clock, keywords=picky)
+    await projector.drain()  # does not raise: the projector is not held up by one memory
+    assert (await manager.records.get_memory(broken.memory_id)).keywords == ()
+    assert "regatta" in " ".join((await manager.records.get_memory(fine.memory_id)).keywords)
+    assert await manager.records.pending_keywords(10) == []
 
 
 async def test_retrieve_fuses_keyword_and_semantic_and_explains(manager: MemoryManager) -> None:

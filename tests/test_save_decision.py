@@ -338,3 +338,23 @@ async def test_a_namespace_of_rich_turns_keeps_at_most_its_share(judging_config:
     )
     async with MemoryManager.open(off, embedder=embedder) as manager:
         assert all(r.saved for r in await manager.process_turns(turns))
+
+
+def test_recent_vectors_keep_the_latest_per_namespace_in_a_ring() -> None:
+    import numpy as np
+
+    from agent_memory.write_path import RecentVectors
+
+    axes = np.eye(4, dtype=np.float32)
+    recent = RecentVectors(capacity=3)
+    assert recent.best("a", axes[0]) is None  # nothing yet
+    recent.extend([("a", axes[0]), ("b", axes[1])])
+    assert recent.best("a", axes[0]) == pytest.approx(1.0)
+    assert recent.best("a", axes[1]) == pytest.approx(0.0)  # b's vector is not a's
+    assert recent.best("c", axes[0]) is None
+    recent.extend([("a", axes[2]), ("a", axes[3])])  # the ring wraps: a's first vector is overwritten
+    assert recent.best("a", axes[0]) == pytest.approx(0.0)
+    assert recent.best("a", axes[3]) == pytest.approx(1.0)
+    assert recent.best("b", axes[1]) == pytest.approx(1.0)
+    recent.extend([("a", axes[0])])  # and b's, the oldest now
+    assert recent.best("b", axes[1]) is None

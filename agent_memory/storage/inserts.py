@@ -34,6 +34,8 @@ async def insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: datetim
         fast = commit.decision.path.value == "fast"
         await insert_memory(db, memory, commit.embedding, commit.embedding_model, fast=fast)
         await enqueue(db, memory.memory_id, now)
+        if commit.derive_keywords:
+            await db.execute("INSERT OR IGNORE INTO pending_keywords (memory_id) VALUES (?)", (memory.memory_id,))
     for image in commit.images:
         await insert_image(db, image, now)
     await db.execute(

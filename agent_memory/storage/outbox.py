@@ -67,8 +67,12 @@ class Projector:
         batch: int = 256,
         retry_delay: timedelta = timedelta(seconds=1),
         delay: timedelta = timedelta(0),
+        keywords: Callable[[str], Sequence[str]] | None = None,
     ) -> None:
+        """`keywords` derives a memory's keywords from its content for the pending_keywords rows (YAKE in the
+        manager); without it those rows wait."""
         self._records, self._graph, self._vectors = records, graph, vectors
+        self._keywords = keywords
         self._clock, self._batch, self._retry, self._delay = clock, batch, retry_delay, delay
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -101,14 +105,26 @@ class Projector:
                 self._wake.set()
 
     async def drain(self) -> int:
-        """Apply every pending outbox row; returns how many were applied."""
+        """Apply every pending outbox row and derive every pending memory's keywords; returns how many outbox rows
+        were applied."""
         applied = 0
         async with self._lock:
             while items := await self._records.pending_outbox(self._batch):
                 await self._apply(items)
                 applied += len(items)
+            await self._derive_keywords()
         self.applied += applied
         return applied
+
+    async def _derive_keywords(self) -> None:
+        derive = self._keywords
+        if derive is None:
+            return
+        while pending := await self._records.pending_keywords(self._batch):
+            found = await asyncio.to_thread(
+                lambda: [(m, content, _derived(derive, m, content)) for m, content in pending]
+            )
+            await self._records.set_keywords(found)
 
     async def _apply(self, items: Sequence[OutboxItem]) -> None:
         widest = _widest_scopes(items)
@@ -160,3 +176,13 @@ class Projector:
             await self._vectors.delete(TEXT, untexted)
         if images:
             await self._vectors.upsert(IMAGE, vector_items(images))
+
+
+def _derived(derive: Callable[[str], Sequence[str]], memory_id: str, content: str) -> Sequence[str]:
+    """The keywords of one memory; a failure leaves it without any (FTS still has its content) rather than hold up
+    the projector."""
+    try:
+        return derive(content)
+    except Exception:
+        log.warning("keywords of memory %s could not be derived; it keeps none", memory_id, exc_info=True)
+        return ()

@@ -7,6 +7,7 @@ connection; WAL lets the reader run beside the writer. Migrations are numbered S
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -102,14 +103,16 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
         )
         return bool(rows)
 
-    async def previous_content(self, namespace: str, session_id: str, turn_number: int) -> str | None:
-        """The content of the memory just before `turn_number` in its session, if any."""
+    async def memories_before(
+        self, namespace: str, session_id: str, turn_number: int, limit: int
+    ) -> list[tuple[str, bytes | None]]:
+        """(content, vector) of the `limit` turn memories just before `turn_number` in its session, nearest first."""
         rows = await self._fetch(
-            "SELECT content FROM memories WHERE namespace = ? AND session_id = ? AND turn_number < ? "
-            "AND generation = 0 ORDER BY turn_number DESC LIMIT 1",
-            (namespace, session_id, turn_number),
+            "SELECT content, embedding FROM memories WHERE namespace = ? AND session_id = ? AND turn_number < ? "
+            "AND generation = 0 ORDER BY turn_number DESC LIMIT ?",
+            (namespace, session_id, turn_number, limit),
         )
-        return str(rows[0][0]) if rows else None
+        return [(str(r[0]), bytes(r[1]) if r[1] is not None else None) for r in rows]
 
     async def previous_turn(self, namespace: str, session_id: str, turn_number: int) -> TurnRow | None:
         """The turn logged just before `turn_number` in its session, kept or not."""
@@ -119,15 +122,6 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
             (namespace, session_id, turn_number),
         )
         return turn_row(rows[0]) if rows else None
-
-    async def session_vectors(self, namespace: str, session_id: str, turn_number: int, limit: int) -> list[bytes]:
-        """The stored vectors of the `limit` memories just before `turn_number` in its session, nearest first."""
-        rows = await self._fetch(
-            "SELECT embedding FROM memories WHERE namespace = ? AND session_id = ? AND turn_number < ? "
-            "AND generation = 0 AND embedding IS NOT NULL ORDER BY turn_number DESC LIMIT ?",
-            (namespace, session_id, turn_number, limit),
-        )
-        return [bytes(r[0]) for r in rows]
 
     async def turn_keys(self, namespace: str) -> set[tuple[str, int]]:
         """(session id, turn number) of every turn logged in `namespace`."""
@@ -265,6 +259,25 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
     async def pending_outbox_count(self) -> int:
         rows = await self._fetch("SELECT count(*) FROM outbox WHERE done_at IS NULL")
         return int(rows[0][0])
+
+    async def pending_keywords(self, limit: int) -> list[tuple[str, str]]:
+        """(memory id, content) of memories whose keywords are still to be derived, oldest first."""
+        rows = await self._fetch(
+            "SELECT p.memory_id, m.content FROM pending_keywords AS p JOIN memories AS m USING (memory_id) "
+            "ORDER BY m.rowid LIMIT ?",
+            (limit,),
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    async def set_keywords(self, found: Sequence[tuple[str, str, Sequence[str]]]) -> None:
+        """Write derived keywords, each (memory id, the content they came from, keywords), and clear the pending
+        rows; a memory whose content changed since (an erasure) keeps what it has."""
+        async with self.transaction() as db:
+            await db.executemany(
+                "UPDATE memories SET keywords = ? WHERE memory_id = ? AND content = ?",
+                [(json.dumps(list(keywords)), memory_id, content) for memory_id, content, keywords in found],
+            )
+            await db.executemany("DELETE FROM pending_keywords WHERE memory_id = ?", [(m,) for m, _, _ in found])
 
     async def mark_outbox(self, done: Sequence[int], *, now: datetime, error: str | None = None) -> None:
         async with self.transaction() as db:

@@ -59,6 +59,8 @@ class TurnCommit:
     """An open retrieval gap this memory fills: closed in the same transaction."""
     images: tuple[ImageCommit, ...] = ()
     """Image memories of the images shared with the turn, committed with it whatever the text's decision."""
+    derive_keywords: bool = False
+    """The memory's keywords are left to the projector (pending_keywords): they are not on the write path."""
 
 
 @dataclass(frozen=True, slots=True)

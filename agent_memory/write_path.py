@@ -132,8 +132,8 @@ class WritePath:
     image_embedder: ClipEmbedder | None
 
     def _start_embedding(self, records: Sequence[LogRecord]) -> asyncio.Task[np.ndarray]:
-        """The model's pass over the turns that are not phatic, started at once: the log append, the claim and the
-        drafts run while it works (the embedding is most of a turn's time)."""
+        """The model's pass over the turns that are not phatic, started at once: the log append, the drafts and the
+        SQLite reads of `_read_ahead` run while it works (the embedding is most of a turn's time)."""
         texts = [r.content for r in records if not is_phatic(r.content)]
         return asyncio.ensure_future(self.embedder.embed(texts))
 

@@ -16,6 +16,7 @@ import numpy as np
 from agent_memory import doctor
 from agent_memory.cognition.emotion import EmotionScorer, LexiconEmotion
 from agent_memory.cognition.extraction import SimpleExtractor
+from agent_memory.cognition.novelty import RECENT_VECTORS, RecentVectors
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
@@ -53,7 +54,7 @@ from agent_memory.validation import (
     check_turn,
     turn_from_mapping,
 )
-from agent_memory.write_path import RECENT_VECTORS, RecentVectors, WritePath
+from agent_memory.write_path import WritePath
 
 log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]

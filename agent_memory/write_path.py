@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -23,6 +23,7 @@ import numpy as np
 
 from agent_memory.cognition.emotion import EmotionScorer
 from agent_memory.cognition.extraction import SimpleExtractor
+from agent_memory.cognition.novelty import UNKNOWN_NOVELTY, RecentVectors, session_surprise
 from agent_memory.cognition.salience import TextFeatures, asks_question, text_features
 from agent_memory.cognition.save_decision import is_phatic
 from agent_memory.config import Config
@@ -53,45 +54,8 @@ from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, TurnCommit, image_commit
 
 log = logging.getLogger(__name__)
-RECENT_VECTORS = 1024
-"""Vectors of the latest memories, compared directly: the projector may not have put them in Qdrant yet."""
-
-
-class RecentVectors:
-    """The vectors of the latest memories in a ring, each with its namespace, compared in one product.
-
-    Stacking 1,024 vectors from a deque on every turn took 1.6 ms; the ring's product and mask take 0.05 ms."""
-
-    def __init__(self, capacity: int = RECENT_VECTORS) -> None:
-        self.capacity = capacity
-        self._matrix: np.ndarray | None = None  # allocated at the first vector, when the dimension is known
-        self._owners = np.full(capacity, -1, dtype=np.int32)  # namespace number per row; -1: empty
-        self._numbers: dict[str, int] = {}
-        self._next = 0
-
-    def extend(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        for namespace, vector in items:
-            if self._matrix is None:
-                self._matrix = np.zeros((self.capacity, vector.shape[0]), dtype=np.float32)
-            row = self._next % self.capacity
-            self._matrix[row] = vector
-            self._owners[row] = self._numbers.setdefault(namespace, len(self._numbers))
-            self._next += 1
-
-    def best(self, namespace: str, vector: np.ndarray) -> float | None:
-        """The best cosine between `vector` and the recent vectors of `namespace`; None when there are none."""
-        number = self._numbers.get(namespace)
-        if self._matrix is None or number is None:
-            return None
-        mine = self._owners == number
-        return float(np.max((self._matrix @ vector)[mine])) if mine.any() else None
-
-
 LAST_TURNS = 10_000
 """Sessions whose last turn (and its vector) is cached (cleared when full; a miss reads the log or re-embeds)."""
-UNKNOWN_NOVELTY = 0.5
-"""Novelty in an empty namespace: with nothing remembered there is nothing to be surprised against, so the first
-turns of a new user are neither novel nor familiar (they would otherwise all take the fast path)."""
 
 
 @dataclass(slots=True)
@@ -325,9 +289,7 @@ class WritePath:
         if len(before) < window:
             stored = [vector for _, vector in draft.earlier or () if vector is not None][: window - len(before)]
             before = [np.frombuffer(b, dtype="<f4") for b in stored] + before
-        if not before:
-            return 0.5
-        return float(np.clip(1.0 - np.mean(np.stack(before) @ draft.vector), 0.0, 1.0))
+        return session_surprise(draft.vector, before)
 
     async def _open_gap_vectors(self, namespace: str, now: datetime) -> list[tuple[str, np.ndarray]]:
         found = await self.records.open_gaps(namespace, now=now)

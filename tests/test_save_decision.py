@@ -144,6 +144,17 @@ def test_the_heuristic_keeps_information_and_drops_reactions() -> None:
         assert not policy.should_save(signals(text)).save, text
 
 
+def test_what_the_speaker_has_done_counts_as_an_event_in_the_perfect_too() -> None:
+    for text in (
+        "I've scored 3 goals so far this season.",
+        "We have finally booked the flights to Osaka.",
+        "I have never been to a real opera.",
+    ):
+        assert text_features(text).event >= 1, text
+    for text in ("I have a question about gardening.", "Have you ever been to Osaka?", "You've done great."):
+        assert text_features(text).event == 0, text  # possession, a question to the other, praise
+
+
 def test_memory_types_follow_what_the_turn_says() -> None:
     policy = HeuristicPolicy(SaveConfig(), RetrievalConfig())
     cases = {

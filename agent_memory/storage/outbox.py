@@ -69,8 +69,8 @@ class Projector:
         delay: timedelta = timedelta(0),
         keywords: Callable[[str], Sequence[str]] | None = None,
     ) -> None:
-        """`keywords` derives a memory's keywords from its content for the pending_keywords rows (YAKE in the
-        manager); without it those rows wait."""
+        """`keywords` derives a memory's keywords from its content for the pending_keywords rows (key phrases
+        in the manager); without it those rows wait."""
         self._records, self._graph, self._vectors = records, graph, vectors
         self._keywords = keywords
         self._clock, self._batch, self._retry, self._delay = clock, batch, retry_delay, delay

@@ -193,7 +193,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         if stack is None:
             return
         try:
-            await self.projector.drain()
+            await self.settle()
         finally:
             await stack.aclose()
 
@@ -311,7 +311,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
     async def get(self, memory_id: str) -> Memory:
         """The memory as it is now, its keywords included (pending projector work is finished first)."""
         self._check_open()
-        await self.projector.drain()
+        await self.settle()
         return await self.records.get_memory(memory_id)
 
     async def read_turn(self, turn_id: str) -> LogRecord:
@@ -323,9 +323,10 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         return await self.journal.read(row.position)
 
     async def flush(self) -> int:
-        """Apply every pending projection now; returns how many outbox rows were applied."""
+        """Apply every pending projection (and write the last retrieval's record) now; returns how many outbox
+        rows were applied."""
         self._check_open()
-        return await self.projector.drain()
+        return await self.settle()
 
     async def run_compaction(self, *, now: datetime | None = None) -> JobRun:
         """One consolidation cycle (docs/sleep.md): overlapping memories merged into generation+1 memories, each
@@ -339,7 +340,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
     async def stats(self) -> dict[str, Any]:
         """Counts from every store, after the pending projections are applied."""
         self._check_open()
-        await self.projector.drain()
+        await self.settle()
         return {
             "data_dir": str(self.config.data_dir),
             "pid": os.getpid(),
@@ -356,7 +357,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         """Compare the stores (ids, log offsets, image files); with `repair`, rebuild the projections from SQLite
         and remove image files no memory names."""
         self._check_open()
-        await self.projector.drain()
+        await self.settle()
         data_dir = self.config.data_dir
         report = await doctor.check(self.records, self.graph, self.vectors, self.journal, data_dir)
         if repair and not report.consistent:

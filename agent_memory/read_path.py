@@ -7,6 +7,7 @@ run in recall.py; ranking and packing are pure (cognition/ranking.py, cognition/
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +28,8 @@ from agent_memory.storage.outbox import Projector
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.validation import check_content, check_emotion, check_identifier, check_images, read_image
 
+log = logging.getLogger(__name__)
+
 
 class ReadPath:
     config: Config
@@ -37,6 +40,7 @@ class ReadPath:
     token_counter: TokenCounter
     policy: Policy
     _reader: Recall
+    _recording: asyncio.Task[None] | None = None  # the last retrieval's record, written after its results return
 
     if TYPE_CHECKING:  # provided by MemoryManager
 
@@ -69,7 +73,7 @@ class ReadPath:
         k = k or self.config.retrieval.default_k
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, image=image)
         results = recalled.ranked.results[:k]
-        await self._record(query if query.strip() else "[image]", namespace, k, results, recalled)
+        self._record_later(query if query.strip() else "[image]", namespace, k, results, recalled)
         return results
 
     async def context(
@@ -89,7 +93,7 @@ class ReadPath:
         limit = self.candidates_for(budget_tokens)
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, limit)
         packed = pack(recalled.ranked, budget=budget_tokens, counter=self.token_counter)
-        await self._record(query, namespace, len(packed.items), [item.result for item in packed.items], recalled)
+        self._record_later(query, namespace, len(packed.items), [item.result for item in packed.items], recalled)
         return packed
 
     def configure_retrieval(self, retrieval: RetrievalConfig) -> None:
@@ -138,7 +142,7 @@ class ReadPath:
         reference = self._aware(now, "now") or self.clock()
         mood = check_emotion(emotional_context)
         seen = None if image is None else await self._query_image(image)
-        await self.projector.drain()
+        await self.settle()
         known = self._aware(as_of, "as_of")
         return await self._reader.run(Query(query, namespace, reference, mood, known, limit, seen, without))
 
@@ -158,23 +162,57 @@ class ReadPath:
             raise InvalidInput(f"{name} must be a timezone-aware datetime, got {value!r}")
         return value.astimezone(UTC)
 
-    async def _record(
+    async def settle(self) -> int:
+        """Finish what earlier calls left to run after they returned: the last retrieval's record (access, event,
+        gap) and the pending projections. Every read calls this first, so it sees what came before it. Returns how
+        many outbox rows were applied."""
+        await self._recorded()
+        return await self.projector.drain()
+
+    async def _recorded(self) -> None:
+        """Wait for the last retrieval's record (the save decision reads the gaps it opens)."""
+        if self._recording is not None:
+            await asyncio.shield(self._recording)  # a cancelled caller leaves the record to finish
+            self._recording = None
+
+    def _record_later(
         self, query: str, namespace: str, k: int, results: Sequence[RetrievalResult], recalled: Recalled
     ) -> None:
-        """Access once per returned memory, the retrieval event, and a gap when nothing relevant was found."""
-        at = self.clock()
-        await self.records.record_retrieval(
-            new_id(), namespace, query, at=at, k=k, results=[(r.memory.memory_id, r.score) for r in results]
-        )
-        best = recalled.best_similarity
-        if best is not None and best < self.config.retrieval.gap_floor:
-            vector = (await self.embedder.embed([query]))[0].astype("<f4").tobytes()
-            gap = RetrievalGap(
-                new_id(), namespace, query, recalled.keywords, best, at, at + self.config.retrieval.gap_ttl
+        """Write the retrieval's record after its results return (a write transaction with its fsync, about
+        2 ms): the caller reads its results meanwhile. Records are written in order, one after the other."""
+        at, previous = self.clock(), self._recording
+        self._recording = asyncio.create_task(self._record(previous, query, namespace, k, results, recalled, at))
+
+    async def _record(
+        self,
+        previous: asyncio.Task[None] | None,
+        query: str,
+        namespace: str,
+        k: int,
+        results: Sequence[RetrievalResult],
+        recalled: Recalled,
+        at: datetime,
+    ) -> None:
+        """Access once per returned memory, the retrieval event, and a gap when nothing relevant was found. A
+        failure is logged: the results were already returned, and nothing the caller stored is at stake."""
+        if previous is not None:
+            await previous
+        try:
+            await self.records.record_retrieval(
+                new_id(), namespace, query, at=at, k=k, results=[(r.memory.memory_id, r.score) for r in results]
             )
-            await self.records.open_gap(gap, vector)
+            best = recalled.best_similarity
+            if best is not None and best < self.config.retrieval.gap_floor:
+                vector = recalled.vector if recalled.vector is not None else (await self.embedder.embed([query]))[0]
+                gap = RetrievalGap(
+                    new_id(), namespace, query, recalled.keywords, best, at, at + self.config.retrieval.gap_ttl
+                )
+                await self.records.open_gap(gap, vector.astype("<f4").tobytes())
+        except Exception:
+            log.exception("the retrieval of %r could not be recorded (access, event, gap)", query[:80])
 
     async def open_gaps(self, namespace: str = "default") -> list[RetrievalGap]:
         """Questions asked recently that the memory could not answer, newest first."""
         self._check_open()
+        await self._recorded()
         return [gap for gap, _ in await self.records.open_gaps(namespace, now=self.clock())]

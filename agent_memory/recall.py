@@ -52,6 +52,7 @@ class Recalled:
     timings: Mapping[str, float] = field(default_factory=dict)  # milliseconds per stage
     best_similarity: float | None = None  # the semantic layer's best cosine; None when the layer did not run
     keywords: tuple[str, ...] = ()  # the query's content words, as the keyword layer searched them
+    vector: np.ndarray | None = None  # the query text's embedding, when a vector layer needed it
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,8 @@ class Recall:
         window = parsed.window
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
-        rankings = await self._layers(parsed.remainder or query.text, query.text, query, window, timings)
+        embedded: dict[str, np.ndarray] = {}
+        rankings = await self._layers(parsed.remainder or query.text, query.text, query, window, timings, embedded)
         hit_ids = [i for hits in rankings.values() for i, _ in hits]
         if query.as_of is None:  # the walk needs only the hits' ids: it runs while their rows are read
             walk = _timed(timings, "graph", self._walk(rankings, query.namespace))
@@ -109,13 +111,19 @@ class Recall:
         searched = self.config.retrieval.semantic_weight > 0 and bool(query.text.strip())
         best = semantic[0][1] if semantic else (0.0 if searched else None)
         keywords = tuple(w.strip('"') for w in fts_query(parsed.remainder or query.text).split(" OR ") if w)
-        return Recalled(ranked, parsed, window, timings, best, keywords)
+        return Recalled(ranked, parsed, window, timings, best, keywords, embedded.get("text"))
 
     async def _layers(
-        self, words: str, full: str, query: Query, window: TimeWindow | None, timings: dict[str, float]
+        self,
+        words: str,
+        full: str,
+        query: Query,
+        window: TimeWindow | None,
+        timings: dict[str, float],
+        embedded: dict[str, np.ndarray],
     ) -> dict[str, Hits]:
         """Keyword, grep and the vector layers concurrently; each layer's hits best first. An image query with no
-        text runs the image layer alone."""
+        text runs the image layer alone. The query text's embedding is left in `embedded["text"]`."""
         config = self.config.retrieval
         limit = query.limit or config.candidate_limit
         jobs: list[Awaitable[dict[str, Hits]]] = [self._image_layer(query, limit, timings)]
@@ -130,14 +138,20 @@ class Recall:
         if config.grep_weight > 0 and terms and "grep" not in query.without:
             jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
         if full:
-            jobs.append(self._vector_layers(full, query.namespace, window, limit, timings))
+            jobs.append(self._vector_layers(full, query.namespace, window, limit, timings, embedded))
         rankings: dict[str, Hits] = {}
         for found in await asyncio.gather(*jobs):
             rankings.update(found)
         return {name: hits for name, hits in rankings.items() if hits}
 
     async def _vector_layers(
-        self, text: str, namespace: str, window: TimeWindow | None, limit: int, timings: dict[str, float]
+        self,
+        text: str,
+        namespace: str,
+        window: TimeWindow | None,
+        limit: int,
+        timings: dict[str, float],
+        embedded: dict[str, np.ndarray],
     ) -> dict[str, Hits]:
         """One query embedding feeds the semantic layer and, when the query names a time, the time layer."""
         config = self.config.retrieval
@@ -145,7 +159,7 @@ class Recall:
         timed = window is not None and config.time_layer_weight > 0
         if not (wanted or timed):
             return {}
-        vector = (await _timed(timings, "embed", self.embedder.embed([text])))[0]
+        vector = embedded["text"] = (await _timed(timings, "embed", self.embedder.embed([text])))[0]
         jobs: list[Awaitable[dict[str, Hits]]] = []
         if wanted:
             where = {"namespace": namespace, "status": "active"}

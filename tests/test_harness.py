@@ -93,6 +93,12 @@ def test_scores_arithmetic() -> None:
     assert (row["recall@1"], row["recall@5"]) == (0.0, 1.0)
     summary = scores.summary(["multi-hop"])
     assert summary["pooled"]["n"] == 1 and summary["by_category"]["multi-hop"]["recall"] == 0.5
+    adversarial = Question("a", "adversarial", "?", "ns", None, frozenset({("ns", "s", 3)}))  # type: ignore[arg-type]
+    scores.add(adversarial, [("ns", "s", 3)], {("ns", "s", 3)}, 50)
+    summary = scores.summary(["multi-hop"])
+    assert summary["pooled"]["recall"] == 0.5  # the headline leaves the adversarial question out
+    assert summary["all_categories"]["n"] == 2 and summary["all_categories"]["recall"] == 0.75
+    assert "all_categories" not in scores.summary(None)
 
 
 def test_ablation_ladder_ends_at_the_shipped_configuration() -> None:

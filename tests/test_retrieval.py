@@ -143,6 +143,20 @@ async def test_a_miss_opens_a_retrieval_gap_and_a_hit_does_not(manager: MemoryMa
     assert "dentist" in gaps[0].keywords and gaps[0].best_score is not None and gaps[0].best_score < 0.3
     assert gaps[0].expires_at - gaps[0].opened_at == manager.config.retrieval.gap_ttl
     assert (await manager.stats())["records"]["retrieval_gaps"] == 1
+    ((_, stored),) = await manager.records.open_gaps("default", now=manager.clock())
+    (asked,) = await manager.embedder.embed(["When is my dentist appointment?"])
+    assert stored is not None and np.array_equal(np.frombuffer(stored, dtype="<f4"), asked.astype("<f4"))
+
+
+async def test_a_retrieval_is_recorded_after_it_returns_and_before_the_next_read(manager: MemoryManager) -> None:
+    target = await add(manager, "s", ["I prefer oat milk flat whites."], NOW)
+    for _ in range(3):  # each record waits for the one before it
+        await manager.retrieve("oat milk", k=1)
+    await manager.context("oat milk", budget_tokens=100)
+    memory = await manager.get(target[0])
+    assert memory.access_count == 4
+    counts = (await manager.stats())["records"]
+    assert counts["retrieval_events"] == 4 and counts["access_log"] == 4
 
 
 async def test_a_short_reply_is_embedded_with_the_turn_before_it(config: Config, embedder: Embedder) -> None:

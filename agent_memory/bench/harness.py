@@ -63,7 +63,10 @@ class Scores:
         by_category = {
             c: list(g) for c, g in groupby(sorted(self.rows, key=lambda r: r["category"]), lambda r: r["category"])
         }
-        return {"pooled": _mean(pooled), "by_category": {c: _mean(rows) for c, rows in by_category.items()}}
+        summary = {"pooled": _mean(pooled), "by_category": {c: _mean(rows) for c, rows in by_category.items()}}
+        if wanted is not None:  # the headline leaves categories out: every question pooled too
+            summary["all_categories"] = _mean(self.rows)
+        return summary
 
 
 def _mean(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -275,6 +278,11 @@ def format_report(report: dict[str, Any]) -> str:
             f"budget {budget}: recall {pooled['recall']:.3f}  all-evidence {pooled['all']:.3f}  MRR {pooled['mrr']:.3f}  "
             + "  ".join(f"R@{k} {pooled[f'recall@{k}']:.3f}" for k in RECALL_AT)
             + f"  tokens {pooled['tokens']:.0f}"
+            + (
+                f"  (every category: recall {summary['all_categories']['recall']:.3f})"
+                if "all_categories" in summary
+                else ""
+            )
         )
         for category, row in summary["by_category"].items():
             extra = f"  session {row['session_recall']:.3f}" if "session_recall" in row else ""

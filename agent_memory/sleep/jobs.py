@@ -46,6 +46,7 @@ async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = N
     if job is None:
         raise InvalidInput(f"No sleep job named {name!r}; the jobs are {', '.join(sorted(JOBS))}")
     now = now or manager.clock()
+    await manager.settle()  # the jobs read access counts and gaps that the last retrieval may still be writing
     await manager.records.fail_interrupted_jobs(name, now=now)
     run_id = await manager.records.start_job(name, now=now)
     limit = manager.config.sleep.job_timeout

@@ -23,6 +23,7 @@ from agent_memory import (
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.storage.outbox import Projector
+from agent_memory.storage.records import PENDING_KEYWORDS
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -63,7 +64,7 @@ async def test_keywords_are_derived_after_the_commit_and_indexed(manager: Memory
     assert await manager.records.pending_keywords(10) == [(kept.memory_id, text)]
     async with manager.records.transaction() as db:
         (stored,) = await db.execute_fetchall("SELECT keywords FROM memories WHERE memory_id = ?", (kept.memory_id,))
-    assert stored[0] == "[]"  # the commit did not wait for YAKE
+    assert stored[0] == "[]"  # the commit did not wait for the key phrases
     memory = await manager.get(kept.memory_id)  # a read finishes the pending work first
     assert memory.keywords == manager.extractor.keywords(text) and "regatta" in " ".join(memory.keywords)
     assert await manager.records.pending_keywords(10) == []
@@ -72,6 +73,9 @@ async def test_keywords_are_derived_after_the_commit_and_indexed(manager: Memory
             "SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'keywords : regatta'"
         )
     assert len(list(found)) == 1
+    async with manager.records.transaction() as db:  # every read asks: it must not scan the memories
+        plan = await db.execute_fetchall("EXPLAIN QUERY PLAN " + PENDING_KEYWORDS, (64,))
+    assert not [row for row in plan if "SCAN m" in row[3]], [row[3] for row in plan]
 
 
 async def test_a_memory_whose_keywords_cannot_be_derived_keeps_none(manager: MemoryManager) -> None:

@@ -107,6 +107,8 @@ class Projector:
     async def drain(self) -> int:
         """Apply every pending outbox row and derive every pending memory's keywords; returns how many outbox rows
         were applied."""
+        if not self._lock.locked() and not await self._records.has_pending():
+            return 0  # the common case for a read: nothing to apply, one query instead of the lock and two
         applied = 0
         async with self._lock:
             while items := await self._records.pending_outbox(self._batch):

@@ -42,6 +42,13 @@ from agent_memory.storage.rows import (
 from agent_memory.storage.sleep_records import SleepQueries
 
 READER_MMAP_BYTES = 256 << 20
+# Every read drains the projector, which asks this first: it must cost nothing when nothing is pending, so it walks
+# the pending rows (in id order, which is creation order) and never the memories (ORDER BY m.rowid scanned them
+# all: 16 ms a read at 10k memories).
+PENDING_KEYWORDS = (
+    "SELECT p.memory_id, m.content FROM pending_keywords AS p JOIN memories AS m USING (memory_id) "
+    "ORDER BY p.memory_id LIMIT ?"
+)
 """The read connection maps up to this much of the database instead of copying pages through SQLite's cache: a
 query's few hundred memory rows, scattered over the file, read about 30% faster (10k memories: 2.5 -> 1.8 ms)."""
 
@@ -256,17 +263,22 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
         )
         return [OutboxItem(r[0], r[1], MemoryId(r[2]), r[3], r[4]) for r in rows]
 
+    async def has_pending(self) -> bool:
+        """Whether any outbox row or memory's keywords wait for the projector: one indexed probe per table, asked by
+        every read before it drains."""
+        rows = await self._fetch(
+            "SELECT EXISTS (SELECT 1 FROM outbox WHERE done_at IS NULL) OR EXISTS (SELECT 1 FROM pending_keywords)"
+        )
+        return bool(rows[0][0])
+
     async def pending_outbox_count(self) -> int:
         rows = await self._fetch("SELECT count(*) FROM outbox WHERE done_at IS NULL")
         return int(rows[0][0])
 
     async def pending_keywords(self, limit: int) -> list[tuple[str, str]]:
-        """(memory id, content) of memories whose keywords are still to be derived, oldest first."""
-        rows = await self._fetch(
-            "SELECT p.memory_id, m.content FROM pending_keywords AS p JOIN memories AS m USING (memory_id) "
-            "ORDER BY m.rowid LIMIT ?",
-            (limit,),
-        )
+        """(memory id, content) of memories whose keywords are still to be derived, oldest first (ids sort by
+        creation)."""
+        rows = await self._fetch(PENDING_KEYWORDS, (limit,))
         return [(r[0], r[1]) for r in rows]
 
     async def set_keywords(self, found: Sequence[tuple[str, str, Sequence[str]]]) -> None:

@@ -142,9 +142,10 @@ class ReadPath:
         reference = self._aware(now, "now") or self.clock()
         mood = check_emotion(emotional_context)
         seen = None if image is None else await self._query_image(image)
-        await self.settle()
+        await self.projector.drain()
         known = self._aware(as_of, "as_of")
-        return await self._reader.run(Query(query, namespace, reference, mood, known, limit, seen, without))
+        asked = Query(query, namespace, reference, mood, known, limit, seen, without)
+        return await self._reader.run(asked, settled=self._recorded)  # the last record lands while this searches
 
     async def _query_image(self, image: bytes | Path) -> np.ndarray:
         """A query image's CLIP vector: InvalidImage when it cannot be decoded, ImageMemoryUnavailable when off."""

@@ -83,7 +83,9 @@ class Recall:
         self.embedder, self.grep, self.config = embedder, grep, config
         self.images = images  # the image embedder, once image memory is known to be on (None when it is off)
 
-    async def run(self, query: Query) -> Recalled:
+    async def run(self, query: Query, *, settled: Callable[[], Awaitable[None]] | None = None) -> Recalled:
+        """Search every layer, walk the graph, rank. `settled` is awaited before the candidates' rows are read:
+        the search layers do not depend on the last retrieval's access record, the ranking (decay) does."""
         timings: dict[str, float] = {}
         parsed = parse_time_query(query.text, now=query.now)
         window = parsed.window
@@ -92,6 +94,8 @@ class Recall:
         embedded: dict[str, np.ndarray] = {}
         rankings = await self._layers(parsed.remainder or query.text, query.text, query, window, timings, embedded)
         hit_ids = [i for hits in rankings.values() for i, _ in hits]
+        if settled is not None:
+            await settled()
         if query.as_of is None:  # the walk needs only the hits' ids: it runs while their rows are read
             walk = _timed(timings, "graph", self._walk(rankings, query.namespace))
             memories, steps = await asyncio.gather(self.records.get_memories(hit_ids), walk)

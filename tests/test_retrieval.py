@@ -238,3 +238,16 @@ async def test_a_word_most_memories_carry_ranks_nothing_beside_a_hit_that_scores
     assert [r for r in found.ranked.results if "keyword" in r.layers] == found.ranked.results[:1]
     alone = await manager.recall("What did Ana say?", now=NOW)  # nothing scores: the near-zero hits are all there is
     assert sum("keyword" in r.layers for r in alone.ranked.results) == 3
+
+
+async def test_a_shared_entity_links_only_while_few_memories_mention_it(manager: MemoryManager) -> None:
+    (seed,) = await add(manager, "a", ["Ines and Tom drove from Porto to Braga."], NOW)
+    (ines,) = await add(manager, "b", ["Ines started her new job at the bakery."], NOW)
+    toms = await add(manager, "c", ["Tom fixed the boat engine."], NOW)
+    toms += await add(manager, "d", ["Tom sold the old van to a neighbour."], NOW)
+    await manager.flush()
+    assert set(await manager.graph.entities(seed)) >= {"ines", "tom"}
+    steps = await manager.records.structural_neighbours([seed], "default", depth=1, fanout=2)
+    assert {(s.memory_id, s.relation) for s in steps} == {(ines, "MENTIONS")}  # three memories name Tom
+    steps = await manager.records.structural_neighbours([seed], "default", depth=1, fanout=3)
+    assert {s.memory_id for s in steps} == {ines, *toms}

@@ -147,12 +147,14 @@ class RecallQueries:
 
     async def _shared_entities(self, seeds: Sequence[str], namespace: str, fanout: int) -> list[GraphStep]:
         """Two indexed steps, in this order on purpose (CROSS JOIN): left to itself the planner scanned the whole
-        namespace (600 ms at 10k memories; this takes about a millisecond)."""
+        namespace (600 ms at 10k memories; this takes about a millisecond). An entity is rare when at most
+        `fanout` memories mention it, and counting stops at `fanout + 1`: counting every mention of a speaker's name
+        took 13.6 ms at 100k memories, the bounded count 0.12 ms."""
         marks = ",".join("?" * len(seeds))
         rare = await self._fetch(
-            "SELECT entity FROM memory_entities WHERE entity IN "
-            f"(SELECT entity FROM memory_entities WHERE memory_id IN ({marks})) GROUP BY entity HAVING count(*) <= ?",
-            (*seeds, fanout),
+            f"SELECT e.entity FROM (SELECT DISTINCT entity FROM memory_entities WHERE memory_id IN ({marks})) AS e "
+            "WHERE (SELECT count(*) FROM (SELECT 1 FROM memory_entities AS x WHERE x.entity = e.entity LIMIT ?)) <= ?",
+            (*seeds, fanout + 1, fanout),
         )
         if not rare:
             return []

@@ -250,6 +250,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             ]
             embedding = self._start_embedding(records)
             try:
+                await self._recorded()  # the last retrieval's record may open a gap that the decision reads
                 await self._store_images(images)
                 positions = await self.journal.append_many(records)
             except BaseException:

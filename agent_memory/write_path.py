@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -95,10 +95,6 @@ class WritePath:
     journal: JsonlJournal
     image_embedder: ClipEmbedder | None
 
-    if TYPE_CHECKING:  # provided by ReadPath
-
-        async def _recorded(self) -> None: ...
-
     def _start_embedding(self, records: Sequence[LogRecord]) -> asyncio.Task[np.ndarray]:
         """The model's pass over the turns that are not phatic, started at once: the log append, the drafts and the
         SQLite reads of `_read_ahead` run while it works (the embedding is most of a turn's time)."""
@@ -167,8 +163,7 @@ class WritePath:
     async def _read_ahead(self, drafts: Sequence[Draft], now: datetime) -> dict[str, list[tuple[str, np.ndarray]]]:
         """What the signals need from SQLite, read while the model works: for each turn that is not phatic, the
         memories just before it in its session (unless this batch holds `save.session_window` turns before it),
-        and the open gaps of each namespace (the last retrieval's record first: it may open one)."""
-        await self._recorded()
+        and the open gaps of each namespace."""
         window = self.config.save.session_window
         in_batch: dict[tuple[str, str], int] = {}
         gaps: dict[str, list[tuple[str, np.ndarray]]] = {}

@@ -165,16 +165,19 @@ class ReadPath:
 
     async def settle(self) -> int:
         """Finish what earlier calls left to run after they returned: the last retrieval's record (access, event,
-        gap) and the pending projections. Every read calls this first, so it sees what came before it. Returns how
-        many outbox rows were applied."""
+        gap) and the pending projections. Reads call this first (a retrieval waits for the record only before it
+        reads rows), so each sees what came before it. Returns how many outbox rows were applied."""
         await self._recorded()
         return await self.projector.drain()
 
     async def _recorded(self) -> None:
-        """Wait for the last retrieval's record (the save decision reads the gaps it opens)."""
-        if self._recording is not None:
-            await asyncio.shield(self._recording)  # a cancelled caller leaves the record to finish
-            self._recording = None
+        """Wait for the last retrieval's record (the save decision reads the gaps it opens). Each record waits for
+        the one before it, so the last one stands for all."""
+        task = self._recording
+        if task is not None:
+            await asyncio.shield(task)  # a cancelled caller leaves the record to finish
+            if self._recording is task:  # a retrieval that ran meanwhile left a newer one
+                self._recording = None
 
     def _record_later(
         self, query: str, namespace: str, k: int, results: Sequence[RetrievalResult], recalled: Recalled

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -157,6 +158,9 @@ async def test_a_retrieval_is_recorded_after_it_returns_and_before_the_next_read
     assert memory.access_count == 4
     counts = (await manager.stats())["records"]
     assert counts["retrieval_events"] == 4 and counts["access_log"] == 4
+    await asyncio.gather(*(manager.retrieve(f"oat milk {n}", k=1) for n in range(6)))  # overlapping retrievals
+    counts = (await manager.stats())["records"]
+    assert counts["retrieval_events"] == 10 and counts["access_log"] == 10
 
 
 async def test_a_short_reply_is_embedded_with_the_turn_before_it(config: Config, embedder: Embedder) -> None:

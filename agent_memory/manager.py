@@ -94,7 +94,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         self._recent = RecentVectors(RECENT_VECTORS)
         self.keep_share = KeepShare(config.save)
         self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
-        self._last_vector: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
+        self._last_vector: dict[tuple[str, str], dict[str, np.ndarray]] = {}
         self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
         self._stack: AsyncExitStack | None = None
         self._inflight: set[TurnKey] = set()

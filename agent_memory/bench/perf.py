@@ -18,8 +18,10 @@ from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 
+from agent_memory.bench.ceiling import EmbeddingCeiling, measure_ceiling
 from agent_memory.bench.datasets import READERS
 from agent_memory.config import LLMConfig, load_config
+from agent_memory.engines import make_embedder
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 
@@ -39,6 +41,7 @@ class IngestFigures:
     saved_share: float
     fsync: str
     llm: str = ""
+    ceiling: EmbeddingCeiling | None = None
 
     @property
     def bulk_rate(self) -> float:
@@ -78,6 +81,14 @@ async def measure(
                 saved += sum(r.saved for r in await manager.process_turns(chunk))
             await manager.flush()
             seconds = time.perf_counter() - started
+    ceiling = None
+    if not llm.model:  # what the model alone allows, beside what the whole pipeline did
+        embedder = make_embedder(config)
+        try:
+            texts = [str(t.content) for t in turns]
+            ceiling = await measure_ceiling(texts, embedder, config.embedding.model_path)
+        finally:
+            await embedder.aclose()
     return IngestFigures(
         len(latencies),
         statistics.median(latencies),
@@ -89,6 +100,7 @@ async def measure(
         saved / len(turns),
         fsync,
         llm.model,
+        ceiling,
     )
 
 
@@ -112,9 +124,21 @@ def render(figures: IngestFigures, data: Path, batch: int) -> str:
             f"| bulk process_turns, batches of {batch} ({figures.bulk_turns} turns, projections included) "
             f"| {figures.bulk_rate:.0f} turns/s | {bulk} |",
             f"| share of turns kept as memories | {figures.saved_share:.2f} | |",
+            *_ceiling_rows(figures.ceiling),
             end,
         ]
     )
+
+
+def _ceiling_rows(ceiling: EmbeddingCeiling | None) -> list[str]:
+    if ceiling is None:
+        return []
+    return [
+        f"| the embedder alone, all {ceiling.turns} turns in one call | {ceiling.embedder_rate:.0f} turns/s | |",
+        f"| ceiling for embedding every turn: {ceiling.gflop_per_turn:.2f} GFLOP a turn "
+        f"({ceiling.tokens_per_turn:.1f} tokens) at this machine's {ceiling.machine_gflops:.0f} GFLOP/s "
+        f"(float32 matrix multiply, all cores) | {ceiling.ceiling_rate:.0f} turns/s | |",
+    ]
 
 
 def write_docs(section: str, path: Path, *, begin: str = BEGIN, end: str = END, heading: str = "Ingest") -> None:

@@ -61,7 +61,7 @@ class OnnxMiniLmEmbedder:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-            self._tokenizer = _tokenizer_for(self.model_path)
+            self._tokenizer = model_tokenizer(self.model_path)
         except ModelError:
             raise
         except Exception as exc:
@@ -146,7 +146,7 @@ def export_onnx(model_path: Path, target: Path) -> None:
         )
     expected = model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True)
     probe = OnnxMiniLmEmbedder(str(model_path), cache_dir=target.parent, threads=1)
-    probe._session, probe._tokenizer = _session_for(partial), _tokenizer_for(model_path)
+    probe._session, probe._tokenizer = _session_for(partial), model_tokenizer(model_path)
     got = probe._embed_sync(list(PROBES))
     probe._thread.shutdown()
     agreement = float((got * expected).sum(axis=1).min())
@@ -162,7 +162,7 @@ def _session_for(path: Path) -> Any:
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def _tokenizer_for(model_path: Path) -> Any:
+def model_tokenizer(model_path: Path) -> Any:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))

@@ -1,0 +1,86 @@
+"""How many turns a second this machine could embed at best: the arithmetic of the model against the measured
+speed of the machine's matrix multiply.
+
+Every turn goes through all-MiniLM-L6-v2 once. A transformer layer costs, per pass of `n` tokens, 2·n·(4·H² + 2·H·I)
+floating-point operations in its projections and feed-forward block and 4·n²·H in attention (H the hidden width,
+I the feed-forward width). Dividing the float32 matrix-multiply rate this machine reaches on all its cores (numpy's
+BLAS at the model's own shapes, best of several) by the operations a turn needs gives a ceiling no implementation
+of this model can pass here; the embedder's measured rate says how close ours comes.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent_memory.embeddings.text import Embedder, default_model_path
+
+
+@dataclass(frozen=True)
+class EmbeddingCeiling:
+    turns: int
+    tokens_per_turn: float
+    """Mean tokens a turn takes through the model, [CLS] and [SEP] included."""
+    gflop_per_turn: float
+    machine_gflops: float
+    """float32 matrix multiply on all cores, at the model's shapes (the best of several)."""
+    embedder_rate: float
+    """Turns a second the real embedder managed, all the turns in one call."""
+
+    @property
+    def ceiling_rate(self) -> float:
+        return self.machine_gflops / self.gflop_per_turn
+
+
+def transformer_flop(config: dict[str, Any], tokens: int) -> float:
+    """Floating-point operations of one pass of `tokens` tokens through a BERT-style encoder (embeddings lookup,
+    layer norms and pooling are left out: they are a few percent)."""
+    layers, hidden, inner = config["num_hidden_layers"], config["hidden_size"], config["intermediate_size"]
+    dense = 2 * tokens * (4 * hidden * hidden + 2 * hidden * inner)
+    attention = 4 * tokens * tokens * hidden
+    return float(layers * (dense + attention))
+
+
+def matmul_gflops(hidden: int, inner: int, *, rows: Sequence[int] = (256, 1024, 4096), seconds: float = 0.5) -> float:
+    """The best float32 rate of (rows x hidden) @ (hidden x inner) over `rows`, each timed for about `seconds`."""
+    generator = np.random.default_rng(7)
+    weights = generator.standard_normal((hidden, inner), dtype=np.float32)
+    best = 0.0
+    for count in rows:
+        block = generator.standard_normal((count, hidden), dtype=np.float32)
+        block @ weights  # warm the BLAS threads
+        runs, started = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < seconds:
+            block @ weights
+            runs += 1
+        best = max(best, 2 * count * hidden * inner * runs / elapsed / 1e9)
+    return best
+
+
+def token_counts(texts: Sequence[str], model_path: str = "") -> list[int]:
+    """Tokens each text takes through the model, with the model's own tokenizer and truncation."""
+    from agent_memory.embeddings.onnx_text import model_tokenizer
+
+    tokenizer = model_tokenizer(Path(model_path or default_model_path()))
+    return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts))]
+
+
+async def measure_ceiling(texts: Sequence[str], embedder: Embedder, model_path: str = "") -> EmbeddingCeiling:
+    path = Path(model_path or default_model_path())
+    config = json.loads((path / "config.json").read_text())
+    counts = token_counts(texts, str(path))
+    flop = statistics.fmean(transformer_flop(config, n) for n in counts)
+    await embedder.load()
+    await embedder.embed(list(texts[:16]))  # warm up
+    started = time.perf_counter()
+    await embedder.embed(list(texts))
+    rate = len(texts) / (time.perf_counter() - started)
+    machine = matmul_gflops(config["hidden_size"], config["intermediate_size"])
+    return EmbeddingCeiling(len(texts), statistics.fmean(counts), flop / 1e9, machine, rate)

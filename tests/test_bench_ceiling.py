@@ -1,0 +1,34 @@
+"""The embedding ceiling: the model's arithmetic, the tokenizer's counts and a real measurement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_memory.bench.ceiling import measure_ceiling, token_counts, transformer_flop
+from agent_memory.embeddings.text import Embedder, default_model_path
+
+MINILM = json.loads((Path(default_model_path()) / "config.json").read_text())
+
+
+def test_the_operation_count_follows_the_model_shape() -> None:
+    assert (MINILM["num_hidden_layers"], MINILM["hidden_size"], MINILM["intermediate_size"]) == (6, 384, 1536)
+    per_token = 2 * (4 * 384 * 384 + 2 * 384 * 1536)  # projections and feed-forward block: 3.54 MFLOP a layer
+    assert transformer_flop(MINILM, 1) == 6 * (per_token + 4 * 384)
+    assert transformer_flop(MINILM, 36) == 6 * (36 * per_token + 4 * 36 * 36 * 384)
+    assert transformer_flop(MINILM, 36) / 36 == pytest.approx(21.5e6, rel=0.01)  # about 21 MFLOP a token
+
+
+def test_tokens_are_counted_with_the_special_tokens_and_the_truncation() -> None:
+    assert token_counts(["hello world", "", "word " * 1000]) == [4, 2, 256]
+
+
+async def test_a_measurement_reports_the_embedder_beside_the_ceiling(embedder: Embedder) -> None:
+    texts = [f"Ana: I walked the dog {n} times around the lake this week." for n in range(40)]
+    found = await measure_ceiling(texts, embedder)
+    assert found.turns == 40 and found.tokens_per_turn == sum(token_counts(texts)) / 40
+    assert found.gflop_per_turn == pytest.approx(transformer_flop(MINILM, round(found.tokens_per_turn)) / 1e9, rel=0.05)
+    assert found.embedder_rate > 0 and found.machine_gflops > 1
+    assert found.ceiling_rate == found.machine_gflops / found.gflop_per_turn

@@ -107,7 +107,7 @@ async def measure(
 def render(figures: IngestFigures, data: Path, batch: int) -> str:
     begin, end = (LLM_BEGIN, LLM_END) if figures.llm else (BEGIN, END)
     llm = f"LLM `{figures.llm}` on a local test server answering at once" if figures.llm else "no LLM (the heuristic)"
-    p50, p95, bulk = ("", "", "") if figures.llm else ("<= 25 ms", "<= 60 ms", ">= 300 turns/s")  # targets: no LLM
+    p50, p95, bulk = (" ", " ", " ") if figures.llm else (" <= 25 ms ", " <= 60 ms ", " >= 300 turns/s ")  # no LLM
     return "\n".join(
         [
             begin,
@@ -117,12 +117,12 @@ def render(figures: IngestFigures, data: Path, batch: int) -> str:
             "",
             "| measure | value | target |",
             "|---|---|---|",
-            f"| process_turn p50 ({figures.single_turns} turns one at a time, back to back) | {figures.p50_ms:.1f} ms | {p50} |",
-            f"| process_turn p95 | {figures.p95_ms:.1f} ms | {p95} |",
+            f"| process_turn p50 ({figures.single_turns} turns one at a time, back to back) | {figures.p50_ms:.1f} ms |{p50}|",
+            f"| process_turn p95 | {figures.p95_ms:.1f} ms |{p95}|",
             f"| process_turn p50 / p95 paced ({figures.single_turns} more turns, projector idle when each arrives) "
             f"| {figures.paced_p50_ms:.1f} / {figures.paced_p95_ms:.1f} ms | |",
             f"| bulk process_turns, batches of {batch} ({figures.bulk_turns} turns, projections included) "
-            f"| {figures.bulk_rate:.0f} turns/s | {bulk} |",
+            f"| {figures.bulk_rate:.0f} turns/s |{bulk}|",
             f"| share of turns kept as memories | {figures.saved_share:.2f} | |",
             *_ceiling_rows(figures.ceiling),
             end,

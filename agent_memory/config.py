@@ -161,6 +161,15 @@ class SleepConfig(_Section):
     """Consolidation starts no new batch of merges after running this long; the next run goes on from there."""
     compaction_max_merges: int = Field(default=100, ge=0)
     """Merges tried per namespace per run (each costs a few retrievals); the next run goes on from there."""
+    digest_similarity: float = Field(default=0.35, ge=-1.0, le=1.0)
+    """A speaker's statement joins a digest topic whose centroid is at least this similar (cosine), else it starts
+    one (sleep job `digest`)."""
+    digest_max_statements: int = Field(default=12, ge=2)
+    """At most this many statements in one digest; the next on the same topic starts another."""
+    digest_min_statements: int = Field(default=2, ge=1)
+    """A topic becomes a digest memory once it holds this many statements."""
+    digest_batch: int = Field(default=2000, ge=1)
+    """Memories read per step of the digest job (their statements are embedded together)."""
 
 
 class ExtractionConfig(_Section):
@@ -244,6 +253,7 @@ class ServeConfig(_Section):
     index_interval: timedelta = timedelta(hours=1)
     compact_interval: timedelta = timedelta(hours=6)
     """Consolidation runs this often, and at once after a tiering run finds the hot tier over its threshold."""
+    digest_interval: timedelta = timedelta(hours=6)
 
     @field_validator("*", mode="after")
     @classmethod
@@ -254,7 +264,7 @@ class ServeConfig(_Section):
 
     def intervals(self) -> dict[str, timedelta]:
         """Each scheduled sleep job and how often it runs; jobs with a zero interval are left out."""
-        jobs = ("decay", "tier", "compact", "assess", "reweight", "dream", "index")
+        jobs = ("decay", "tier", "digest", "compact", "assess", "reweight", "dream", "index")
         every = {job: getattr(self, f"{job}_interval") for job in jobs}
         return {job: interval for job, interval in every.items() if interval > timedelta(0)}
 

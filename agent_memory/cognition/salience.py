@@ -293,3 +293,18 @@ def asks_question(text: str | None) -> bool:
     """Whether a turn ends by asking something (a question mark in its last sentence or so): the turn after it
     usually carries the answer."""
     return text is not None and "?" in text[-80:]
+
+
+_SELF = (_EVENT, _PREFERENCE, _PLAN, _SELF_FACT)
+
+
+def self_statements(text: str) -> tuple[str, list[str]]:
+    """A turn's speaker label and the sentences in which the speaker says what they did, like, plan or are ("I
+    signed up for a pottery class"): the material of a digest. Questions and reactions state nothing of the kind."""
+    label, sentences = sentences_of(text)
+    found = [
+        s
+        for s in sentences
+        if len(s) >= 12 and not s.endswith("?") and not is_reaction(s) and any(p.search(s) for p in _SELF)
+    ]
+    return label, found

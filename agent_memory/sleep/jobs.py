@@ -19,6 +19,7 @@ from agent_memory.policy.export import export_policy
 from agent_memory.sleep.assess import run_assess
 from agent_memory.sleep.consolidation import run_compaction
 from agent_memory.sleep.decay import run_decay, run_tiering
+from agent_memory.sleep.digests import run_digests
 from agent_memory.sleep.dream import run_dream
 from agent_memory.sleep.index import run_index
 from agent_memory.sleep.keywords import run_reweight
@@ -30,6 +31,7 @@ Job = Callable[..., Awaitable[dict[str, Any]]]
 JOBS: dict[str, Job] = {
     "decay": lambda m, now: run_decay(m.records, now, m.config.decay, m.config.sleep),
     "tier": lambda m, now: run_tiering(m.records, now, m.config.sleep),
+    "digest": run_digests,
     "compact": run_compaction,
     "assess": run_assess,
     "reweight": lambda m, now: run_reweight(m.records, now, m.config),
@@ -66,7 +68,7 @@ async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = N
     return (await manager.records.job_runs(name, limit=1))[0]
 
 
-SLEEP_CYCLE = ("decay", "tier", "compact", "reweight", "dream", "assess", "index")
+SLEEP_CYCLE = ("decay", "tier", "digest", "compact", "reweight", "dream", "assess", "index")
 """A full sleep cycle, in the order that lets each job use what the one before it wrote."""
 
 

@@ -29,11 +29,13 @@ class CompactionQueries:
         def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     async def merge_candidates(self, namespace: str) -> list[tuple[Memory, bool, bytes | None]]:
-        """The namespace's active text memories, each with its fast-path flag and its stored vector. Without their
-        entities: grouping and merging never read them (a merged memory's own come from its merged text)."""
+        """The namespace's active text memories, each with its fast-path flag and its stored vector; digests are
+        left out (the digest job rewrites them as their topics grow). Without their entities: grouping and merging
+        never read them (a merged memory's own come from its merged text)."""
         rows = await self._fetch(
             f"SELECT {MEMORY_COLUMNS}, fast_path, embedding FROM memories "
-            "WHERE namespace = ? AND status = 'active' AND media = 'text' ORDER BY rowid",
+            "WHERE namespace = ? AND status = 'active' AND media = 'text' "
+            "AND memory_id NOT IN (SELECT memory_id FROM digest_topics WHERE memory_id IS NOT NULL) ORDER BY rowid",
             (namespace,),
         )
         return [(memory_row(r, ()), bool(r[-2]), r[-1]) for r in rows]

@@ -26,6 +26,7 @@ from agent_memory.models import (
     TurnRow,
 )
 from agent_memory.storage.compaction_records import CompactionQueries
+from agent_memory.storage.digest_records import DigestQueries
 from agent_memory.storage.graph_records import GraphQueries
 from agent_memory.storage.inserts import insert_image, insert_turn
 from agent_memory.storage.outcome_records import OutcomeQueries
@@ -53,7 +54,7 @@ PENDING_KEYWORDS = (
 query's few hundred memory rows, scattered over the file, read about 30% faster (10k memories: 2.5 -> 1.8 ms)."""
 
 
-class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, CompactionQueries):
+class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, CompactionQueries, DigestQueries):
     def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
         self._writer, self._reader = writer, reader
         self._write_lock = asyncio.Lock()

@@ -1,0 +1,129 @@
+"""The digest sleep job on the real engines: topics across sessions, lineage, rewriting, the cursor, compaction."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from agent_memory import MemoryManager, TurnInput
+from agent_memory.config import Config
+from agent_memory.embeddings.text import Embedder
+from agent_memory.models import MemoryStatus, MemoryType
+from agent_memory.sleep.jobs import SLEEP_CYCLE, run_job
+
+T0 = datetime(2023, 5, 8, 12, tzinfo=UTC)
+LATER = T0 + timedelta(days=90)
+CONVERSATION = [  # (session, text): Melanie's pastimes spread over three sessions, among other talk
+    ("s1", "Melanie: I just signed up for a pottery class yesterday. How are you?"),
+    ("s1", "Caroline: I went to a support group meeting, it was so powerful."),
+    ("s2", "Melanie: We went camping at the lake with the kids last weekend!"),
+    ("s2", "Caroline: I am researching adoption agencies now."),
+    ("s3", "Melanie: I finished my first pottery bowl, I love making pottery."),
+    ("s3", "Melanie: The kids and I went swimming at the beach."),
+    ("s3", "Caroline: Wow, that sounds amazing! What did the kids think?"),
+]
+
+
+async def converse(manager: MemoryManager, lines: list[tuple[str, str]], start: int = 0) -> list[str]:
+    turns = [
+        TurnInput(session, start + n, text, at=T0 + timedelta(days=10 * int(session[1:])))
+        for n, (session, text) in enumerate(lines)
+    ]
+    return [r.memory_id or "" for r in await manager.process_turns(turns)]
+
+
+async def digests(manager: MemoryManager) -> dict[str, str]:
+    found = await manager.records.get_memories(sorted(await manager.records.digest_memory_ids()))
+    return {m.memory_id: m.content for m in found.values()}
+
+
+async def test_a_speakers_statements_become_dated_digests_that_lead_back_to_their_turns(
+    manager: MemoryManager,
+) -> None:
+    ids = await converse(manager, CONVERSATION)
+    run = await run_job(manager, "digest", now=LATER)
+    assert run.status == "ok", run.error
+    assert run.counts["memories_read"] == 7 and run.counts["digests_new"] == 2, run.counts
+    texts = await digests(manager)
+    pottery = next(i for i, text in texts.items() if "pottery" in text)
+    outdoors = next(i for i, text in texts.items() if "camping" in text)
+    assert texts[pottery] == (
+        "Melanie, in their own words:\n"
+        "- 2023-05-18: I just signed up for a pottery class yesterday.\n"
+        "- 2023-06-07: I finished my first pottery bowl, I love making pottery."
+    )
+    assert "Caroline" not in texts[outdoors] and "What did the kids think" not in texts[outdoors]
+    memory = await manager.get(pottery)
+    assert memory.generation == 1 and memory.memory_type is MemoryType.SEMANTIC
+    assert memory.event_at == T0 + timedelta(days=30) and memory.session_id == "s3"
+    assert "melanie" in memory.entities and "pottery" in " ".join(memory.keywords)
+    lineage = await manager.records.lineage_turns([pottery, outdoors])
+    assert lineage == {pottery: [("s1", 0), ("s3", 4)], outdoors: [("s2", 2), ("s3", 5)]}
+    sources = await manager.records.get_memories(ids)
+    assert {m.status for m in sources.values()} == {MemoryStatus.ACTIVE}  # a digest takes nothing away
+    stats = await manager.stats()
+    assert stats["graph"]["EVOLVED_FROM"] == 4 and stats["vectors"]["text"] == 9
+    assert (await manager.doctor()).consistent
+    found = await manager.retrieve("What are Melanie's hobbies? pottery or camping?", k=3, now=LATER)
+    assert {r.memory.memory_id for r in found} & {pottery, outdoors}
+
+
+async def test_a_run_reads_only_what_is_new_and_a_growing_topic_is_rewritten_in_place(
+    manager: MemoryManager,
+) -> None:
+    await converse(manager, CONVERSATION)
+    await run_job(manager, "digest", now=LATER)
+    before = await digests(manager)
+    again = await run_job(manager, "digest", now=LATER)
+    assert again.counts["memories_read"] == 0 and await digests(manager) == before
+    await converse(manager, [("s4", "Melanie: We went camping in the mountains and I loved it.")], start=20)
+    more = await run_job(manager, "digest", now=LATER)
+    assert more.counts == {
+        "memories_read": 1,
+        "statements": 1,
+        "topics_new": 0,
+        "digests_new": 0,
+        "digests_rewritten": 1,
+    }
+    after = await digests(manager)
+    assert set(after) == set(before)  # the same memories, one of them rewritten
+    (grown,) = [i for i in after if after[i] != before[i]]
+    assert after[grown].startswith(before[grown]) and after[grown].endswith(
+        "- 2023-06-17: We went camping in the mountains and I loved it."
+    )
+    memory = await manager.get(grown)
+    assert memory.revision == 2 and memory.event_at == T0 + timedelta(days=40)
+    assert len((await manager.records.lineage_turns([grown]))[grown]) == 3
+    hits = await manager.retrieve("camping in the mountains", k=5, now=LATER)
+    assert grown in {r.memory.memory_id for r in hits}  # the rewritten text is what the layers find
+    assert (await manager.doctor()).consistent
+
+
+async def test_topics_are_the_same_whatever_the_step_size(config: Config, embedder: Embedder) -> None:
+    found = []
+    for step in (1000, 2):
+        sleep = config.sleep.model_copy(update={"digest_batch": step})
+        data = config.data_dir / f"step-{step}"
+        async with MemoryManager.open(
+            config.model_copy(update={"sleep": sleep, "data_dir": data}), embedder=embedder
+        ) as manager:
+            await converse(manager, CONVERSATION)
+            run = await run_job(manager, "digest", now=LATER)
+            assert run.counts["memories_read"] == 7
+            found.append(sorted((await digests(manager)).values()))
+    assert found[0] == found[1] and len(found[0]) == 2
+
+
+async def test_compaction_never_merges_a_digest(manager: MemoryManager) -> None:
+    await converse(manager, CONVERSATION)
+    await run_job(manager, "digest", now=LATER)
+    digest_ids = await manager.records.digest_memory_ids()
+    candidates = {m.memory_id for m, _, _ in await manager.records.merge_candidates("default")}
+    assert digest_ids and not digest_ids & candidates and len(candidates) == 7
+    await manager.run_compaction(now=LATER)
+    assert {m.status for m in (await manager.records.get_memories(sorted(digest_ids))).values()} == {
+        MemoryStatus.ACTIVE
+    }
+
+
+def test_the_digest_job_runs_in_the_sleep_cycle_before_consolidation() -> None:
+    assert SLEEP_CYCLE.index("digest") < SLEEP_CYCLE.index("compact")

@@ -164,7 +164,7 @@ class SleepConfig(_Section):
     digest_similarity: float = Field(default=0.35, ge=-1.0, le=1.0)
     """A speaker's statement joins a digest topic whose centroid is at least this similar (cosine), else it starts
     one (sleep job `digest`)."""
-    digest_max_statements: int = Field(default=12, ge=2)
+    digest_max_statements: int = Field(default=8, ge=2)
     """At most this many statements in one digest; the next on the same topic starts another."""
     digest_min_statements: int = Field(default=2, ge=1)
     """A topic becomes a digest memory once it holds this many statements."""

@@ -135,9 +135,12 @@ def test_the_jobs_run_from_the_command_line(tmp_path: Path, capsys: pytest.Captu
     assert report["job"] == "decay" and report["status"] == "ok" and report["counts"]["scored"] > 20
     assert main(["--data-dir", data, "tier", "--now", "2027-01-01T00:00:00"]) == 0
     assert "tier ok" in capsys.readouterr().out
+    assert main(["--data-dir", data, "digest", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["job"] == "digest" and report["counts"]["digests_new"] >= 1, report
     assert main(["--data-dir", data, "jobs"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split()[1] for line in lines] == ["tier", "decay"]
+    assert [line.split()[1] for line in lines] == ["digest", "tier", "decay"]
 
 
 # ----- keyword reweighting ---------------------------------------------------------------------------------

@@ -139,8 +139,8 @@ def _dump(
 
 
 async def _turn_keys(manager: MemoryManager, memories: Sequence[Memory]) -> list[TurnKey]:
-    """The source turns, in order, each once. A consolidated memory counts through its lineage: every turn it was
-    merged from, at its place in the ranking."""
+    """The source turns, in order, each once. A consolidated memory or a digest counts through its lineage: every
+    turn it was made from, at its place in the ranking (a digest holds each of those turns' statements)."""
     merged = [m.memory_id for m in memories if m.generation > 0]
     lineage = await manager.records.lineage_turns(merged) if merged else {}
     keys: dict[TurnKey, None] = {}

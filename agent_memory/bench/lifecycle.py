@@ -1,8 +1,8 @@
 """The lifecycle figure: what a full sleep cycle does to a benchmark's store. After the questions are scored on
-the store as ingested, every sleep job runs once (decay, tiering, consolidation with generative replay, keyword
-reweighting, dream links, outcome assessment, index upkeep) at the time of the last question; then the stored
-tokens are counted again and the same questions asked again. A consolidated memory counts through its lineage:
-finding it finds every turn it was merged from (harness._turn_keys).
+the store as ingested, every sleep job runs once (decay, tiering, digests, consolidation with generative replay,
+keyword reweighting, dream links, outcome assessment, index upkeep) at the time of the last question; then the
+stored tokens are counted again and the same questions asked again. A consolidated memory or a digest counts
+through its lineage: finding it finds every turn it was made from (harness._turn_keys).
 """
 
 from __future__ import annotations

@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("dream", "explore the graph for links nothing has made yet"),
         ("index", "build the vector index where enough points are unindexed"),
         ("compact", "consolidate overlapping memories, each merge checked by generative replay"),
+        ("digest", "gather each speaker's statements about themselves into dated digests by topic"),
     ):
         run = commands.add_parser(job, help=f"sleep job, once: {what}")
         run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
@@ -333,6 +334,7 @@ COMMANDS = {
     "dream": cmd_job,
     "index": cmd_job,
     "compact": cmd_job,
+    "digest": cmd_job,
     "export": cmd_job,
     "jobs": cmd_jobs,
     "serve": cmd_serve,

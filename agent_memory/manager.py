@@ -162,7 +162,6 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self._reader = Recall(
                 records=self.records,
                 vectors=self.vectors,
-                graph=self.graph,
                 embedder=self.embedder,
                 grep=RipgrepJournalSearch(data_dir / "logs"),
                 config=self.config,

@@ -33,7 +33,7 @@ from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import ModelError, StorageError
 from agent_memory.models import EmotionalContext, GraphStep, Memory, VectorHit
-from agent_memory.storage.base import GraphStore, VectorStore
+from agent_memory.storage.base import VectorStore
 from agent_memory.storage.grep import RipgrepJournalSearch
 from agent_memory.storage.outbox import IMAGE, TEXT
 from agent_memory.storage.records import SqliteRecords
@@ -73,13 +73,12 @@ class Recall:
         *,
         records: SqliteRecords,
         vectors: VectorStore,
-        graph: GraphStore,
         embedder: Embedder,
         grep: RipgrepJournalSearch,
         config: Config,
         images: Callable[[], Awaitable[ClipEmbedder | None]] | None = None,
     ) -> None:
-        self.records, self.vectors, self.graph = records, vectors, graph
+        self.records, self.vectors = records, vectors
         self.embedder, self.grep, self.config = embedder, grep, config
         self.images = images  # the image embedder, once image memory is known to be on (None when it is off)
 
@@ -225,11 +224,10 @@ class Recall:
             return []
         base, _ = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
         seeds = seeds_of(base, config.graph_seeds)
-        structural, linked = await asyncio.gather(
-            self.records.structural_neighbours(seeds, namespace, depth=config.graph_depth, fanout=config.entity_fanout),
-            self.graph.expand(seeds, depth=config.graph_depth),
+        structural = await self.records.structural_neighbours(
+            seeds, namespace, depth=config.graph_depth, fanout=config.entity_fanout
         )
-        return structural + linked
+        return structural + await self.records.linked_neighbours(seeds, namespace, depth=config.graph_depth)
 
     async def _resolve(self, anchor: EventAnchor, query: Query) -> TimeWindow | None:
         """ "before I moved": find when the event happened (the best match for it), and cut the window there."""

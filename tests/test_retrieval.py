@@ -273,3 +273,27 @@ async def test_a_shared_entity_links_only_while_few_memories_mention_it(manager:
     assert {(s.memory_id, s.relation) for s in steps} == {(ines, "MENTIONS")}  # three memories name Tom
     steps = await manager.records.structural_neighbours([seed], "default", depth=1, fanout=3)
     assert {s.memory_id for s in steps} == {ines, *toms}
+
+
+async def test_link_edges_are_walked_from_the_records_as_the_graph_would(manager: MemoryManager) -> None:
+    """A chain a-b-c-d of DREAM_LINK and EVOLVED_FROM edges (either direction), a merged memory on a side branch and
+    one in another namespace: the records' walk reaches what Kuzu's does, nearest first, active memories only."""
+    ids = await add(manager, "s", [f"Memory number {n} about the harbour." for n in range(6)], NOW)
+    a, b, c, d, gone, _ = ids
+    (other,) = await add(manager, "t", ["Elsewhere entirely."], NOW, namespace="work")
+    links = [(a, b, "DREAM_LINK", 0.8, "test"), (c, b, "EVOLVED_FROM", 1.0, "test"), (c, d, "DREAM_LINK", 0.7, "test")]
+    links += [(a, gone, "DREAM_LINK", 0.9, "test"), (d, other, "DREAM_LINK", 0.9, "test")]
+    await manager.records.add_links(links, now=NOW)
+    async with manager.records.transaction() as db:
+        await db.execute("UPDATE memories SET status = 'merged' WHERE memory_id = ?", (gone,))
+    await manager.flush()
+    walked = await manager.records.linked_neighbours([a], "default", depth=2)
+    assert [(s.memory_id, s.seed, s.hops, s.relation) for s in walked] == [
+        (b, a, 1, "DREAM_LINK"),
+        (c, a, 2, "EVOLVED_FROM"),
+    ]
+    kuzu = {s.memory_id: (s.hops, s.relation) for s in await manager.graph.expand([a], depth=2)}
+    assert {s.memory_id: (s.hops, s.relation) for s in walked} == {k: v for k, v in kuzu.items() if k != gone}
+    both = await manager.records.linked_neighbours([d, a], "default", depth=1)
+    assert [(s.memory_id, s.seed, s.hops) for s in both] == [(b, a, 1), (c, d, 1)]  # the seeds are not steps
+    assert await manager.records.linked_neighbours([a], "default", depth=0) == []

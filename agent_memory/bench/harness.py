@@ -249,8 +249,11 @@ async def run_bench(
         from agent_memory.bench.lifecycle import run_lifecycle
 
         report["lifecycle"] = await run_lifecycle(manager, questions, budgets=budgets, before=scores, headline=headline)
-        shrink, recall = report["lifecycle"]["stored_tokens"]["shrink"], report["lifecycle"]["recall"]
-        progress(f"after a sleep cycle: stored tokens -{shrink:.1%}, recall {recall}")
+        tokens, recall = report["lifecycle"]["stored_tokens"], report["lifecycle"]["recall"]
+        progress(
+            f"after a sleep cycle: stored tokens {-tokens['shrink']:+.1%} (and {tokens['digests']} in digests), "
+            f"recall {recall}"
+        )
     return report
 
 

@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from agent_memory.bench.harness import Scores
 
 
-async def stored_tokens(manager: MemoryManager) -> int:
-    """Tokens in the content of every active memory, by the manager's token counter."""
-    return sum(manager.token_counter.count(text) for text in await manager.records.stored_texts())
+async def stored_tokens(manager: MemoryManager, *, digests: bool = False) -> int:
+    """Tokens in the content of every active memory but the digests (with `digests`, of the digests alone), by
+    the manager's token counter."""
+    texts = await manager.records.stored_texts(digests=digests)
+    return sum(manager.token_counter.count(text) for text in texts)
 
 
 async def run_lifecycle(
@@ -50,10 +52,11 @@ async def run_lifecycle(
         "sleep_at": now.isoformat(),
         "cycle_seconds": round(seconds, 2),
         "jobs": {run.job: {"status": run.status, "counts": dict(run.counts), "error": run.error} for run in runs},
-        "stored_tokens": {
+        "stored_tokens": {  # the digests apart: they add a way in to what their sources say, and repeat it
             "before": tokens_before,
             "after": tokens_after,
             "shrink": round(1 - tokens_after / tokens_before, 4) if tokens_before else 0.0,
+            "digests": await stored_tokens(manager, digests=True),
         },
         "recall": recall,
         "after": {str(b): s.summary(headline) for b, s in after.items()},

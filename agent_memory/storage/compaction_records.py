@@ -123,10 +123,12 @@ class CompactionQueries:
             )
             await _enqueue(db, [merged_into, *sources], now)
 
-    async def stored_texts(self, namespace: str | None = None) -> list[str]:
-        """The content of every active memory (of one namespace): what the memory holds now."""
+    async def stored_texts(self, namespace: str | None = None, *, digests: bool = False) -> list[str]:
+        """The content of every active memory (of one namespace) other than the digests, what the memory holds
+        now; with `digests`, the digests' content alone (they repeat what their sources say)."""
         rows = await self._fetch(
-            "SELECT content FROM memories WHERE status = 'active' AND (? IS NULL OR namespace = ?)",
+            "SELECT content FROM memories WHERE status = 'active' AND (? IS NULL OR namespace = ?) AND memory_id "
+            f"{'' if digests else 'NOT '}IN (SELECT memory_id FROM digest_topics WHERE memory_id IS NOT NULL)",
             (namespace, namespace),
         )
         return [str(r[0]) for r in rows]

@@ -125,5 +125,5 @@ async def test_compaction_never_merges_a_digest(manager: MemoryManager) -> None:
     }
 
 
-def test_the_digest_job_runs_in_the_sleep_cycle_before_consolidation() -> None:
-    assert SLEEP_CYCLE.index("digest") < SLEEP_CYCLE.index("compact")
+def test_the_digest_job_runs_in_the_sleep_cycle_after_consolidation() -> None:
+    assert SLEEP_CYCLE.index("compact") < SLEEP_CYCLE.index("digest")

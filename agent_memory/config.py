@@ -169,7 +169,9 @@ class SleepConfig(_Section):
     digest_min_statements: int = Field(default=2, ge=1)
     """A topic becomes a digest memory once it holds this many statements."""
     digest_batch: int = Field(default=2000, ge=1)
-    """Memories read per step of the digest job (their statements are embedded together)."""
+    """Memories read per step of the digest job (one transaction each)."""
+    digest_budget: timedelta = timedelta(seconds=60)
+    """The digest job starts no new step after running this long; its cursor says where the next run goes on."""
 
 
 class ExtractionConfig(_Section):

@@ -83,6 +83,7 @@ async def test_a_run_reads_only_what_is_new_and_a_growing_topic_is_rewritten_in_
         "topics_new": 0,
         "digests_new": 0,
         "digests_rewritten": 1,
+        "deferred": False,
     }
     after = await digests(manager)
     assert set(after) == set(before)  # the same memories, one of them rewritten
@@ -111,6 +112,18 @@ async def test_topics_are_the_same_whatever_the_step_size(config: Config, embedd
             assert run.counts["memories_read"] == 7
             found.append(sorted((await digests(manager)).values()))
     assert found[0] == found[1] and len(found[0]) == 2
+
+
+async def test_a_run_past_its_budget_leaves_the_rest_to_the_next(config: Config, embedder: Embedder) -> None:
+    sleep = config.sleep.model_copy(update={"digest_budget": timedelta(0), "digest_batch": 3})
+    async with MemoryManager.open(config.model_copy(update={"sleep": sleep}), embedder=embedder) as manager:
+        await converse(manager, CONVERSATION)
+        spent = await run_job(manager, "digest", now=LATER)
+        assert spent.counts["deferred"] is True and spent.counts["memories_read"] == 0
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        done = await run_job(manager, "digest", now=LATER)
+        assert done.counts["deferred"] is False and done.counts["memories_read"] == 7
+        assert len(await manager.records.digest_memory_ids()) == 2
 
 
 async def test_compaction_never_merges_a_digest(manager: MemoryManager) -> None:

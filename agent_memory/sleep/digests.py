@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -33,17 +34,33 @@ if TYPE_CHECKING:
     from agent_memory.manager import MemoryManager
 
 
+EMBED_CHUNK = 64
+"""Statements (and digests) per call to the embedder: a turn arriving meanwhile waits for one chunk, not a run."""
+
+
 async def run_digests(manager: MemoryManager, now: datetime) -> dict[str, Any]:
-    counts = dict.fromkeys(("memories_read", "statements", "topics_new", "digests_new", "digests_rewritten"), 0)
+    counts: dict[str, Any] = dict.fromkeys(
+        ("memories_read", "statements", "topics_new", "digests_new", "digests_rewritten"), 0
+    )
+    counts["deferred"] = False
     batch = manager.config.sleep.digest_batch
+    deadline = time.monotonic() + manager.config.sleep.digest_budget.total_seconds()
     for namespace in await manager.records.memory_namespaces():
         while True:
+            if time.monotonic() >= deadline:
+                counts["deferred"] = True  # sleep.digest_budget spent: the cursor says where the next run goes on
+                return counts
             memories, cursor = await manager.records.undigested(namespace, limit=batch)
             if cursor is None:
                 break
             counts["memories_read"] += len(memories)
             await _step(manager, namespace, memories, cursor, now, counts)
     return counts
+
+
+async def _embed(manager: MemoryManager, texts: Sequence[str]) -> np.ndarray:
+    parts = [await manager.embedder.embed(texts[i : i + EMBED_CHUNK]) for i in range(0, len(texts), EMBED_CHUNK)]
+    return np.concatenate(parts) if parts else np.zeros((0, manager.embedder.dimension), dtype=np.float32)
 
 
 async def _step(
@@ -69,7 +86,7 @@ async def _step(
             namespace, cursor=cursor, topics=(), digests=(), embedding_model=manager.embedder.name, now=now
         )
         return
-    vectors = await manager.embedder.embed([statement.text for statement, _ in found])
+    vectors = await _embed(manager, [statement.text for statement, _ in found])
     speakers = sorted({statement.speaker for statement, _ in found})
     stored = await manager.records.digest_topics(namespace, speakers)
     topics, grown = await asyncio.to_thread(_place, found, vectors, stored, settings)
@@ -134,7 +151,7 @@ async def _digests(
         everything = old + [statement for statement, _ in topic.statements]
         members.append(everything)
         texts.append(render(topic.speaker, everything))
-    vectors = await manager.embedder.embed(texts)
+    vectors = await _embed(manager, texts)
     sources = await manager.records.get_memories(list({s.memory_id for group in members for s in group}))
     said = [f"{t.speaker}: " + " ".join(s.text for s in group) for t, group in zip(wanted, members, strict=True)]
     found = await asyncio.to_thread(lambda: [manager.extractor.extract(text) for text in said])

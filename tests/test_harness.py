@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from agent_memory.bench.harness import Scores, ablation_configs, format_report, run_bench
 from agent_memory.bench.questions import Question, locomo_questions, longmemeval_questions
-from agent_memory.config import RetrievalConfig
+from agent_memory.config import Config, RetrievalConfig
+from agent_memory.embeddings.text import Embedder
 from agent_memory.interfaces.cli import main
 from agent_memory.manager import MemoryManager
 
@@ -154,3 +156,18 @@ async def test_the_lifecycle_counts_a_merged_memory_through_its_lineage(manager:
     (merged,) = [c for c in await manager.records.compactions() if c.status == "accepted"]
     lineage = await manager.records.lineage_turns([merged.merged_into or ""])
     assert lineage[merged.merged_into or ""] == [("session_1", 0), ("session_2", 2)]
+
+
+async def test_the_lifecycle_lets_a_job_stopped_at_its_budget_catch_up(
+    config: Config, embedder: Embedder, tmp_path: Path
+) -> None:
+    sleep = config.sleep.model_copy(update={"digest_budget": timedelta(0), "digest_batch": 2})
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(LOCOMO), encoding="utf-8")
+    async with MemoryManager.open(config.model_copy(update={"sleep": sleep}), embedder=embedder) as manager:
+        report = await run_bench(manager, "locomo", path, budgets=[2048], sleep=True)
+        life = report["lifecycle"]
+        digest = life["jobs"]["digest"]["counts"]
+        assert life["catch_up_runs"] >= 2 and digest["deferred"] is False, life
+        for namespace in await manager.records.memory_namespaces():
+            assert await manager.records.undigested(namespace, limit=10) == ([], None)

@@ -168,10 +168,11 @@ class SleepConfig(_Section):
     """At most this many statements in one digest; the next on the same topic starts another."""
     digest_min_statements: int = Field(default=2, ge=1)
     """A topic becomes a digest memory once it holds this many statements."""
-    digest_batch: int = Field(default=2000, ge=1)
+    digest_batch: int = Field(default=1000, ge=1)
     """Memories read per step of the digest job (one transaction each)."""
-    digest_budget: timedelta = timedelta(seconds=60)
-    """The digest job starts no new step after running this long; its cursor says where the next run goes on."""
+    digest_budget: timedelta = timedelta(seconds=10)
+    """The digest job starts no new step after running this long (it always makes one); its cursor says where
+    the next run goes on. Short, so a full sleep cycle stays bounded; the job runs hourly to keep up."""
 
 
 class ExtractionConfig(_Section):
@@ -255,7 +256,7 @@ class ServeConfig(_Section):
     index_interval: timedelta = timedelta(hours=1)
     compact_interval: timedelta = timedelta(hours=6)
     """Consolidation runs this often, and at once after a tiering run finds the hot tier over its threshold."""
-    digest_interval: timedelta = timedelta(hours=6)
+    digest_interval: timedelta = timedelta(hours=1)
 
     @field_validator("*", mode="after")
     @classmethod

@@ -168,11 +168,11 @@ class SleepConfig(_Section):
     """At most this many statements in one digest; the next on the same topic starts another."""
     digest_min_statements: int = Field(default=2, ge=1)
     """A topic becomes a digest memory once it holds this many statements."""
-    digest_batch: int = Field(default=1000, ge=1)
+    digest_batch: int = Field(default=500, ge=1)
     """Memories read per step of the digest job (one transaction each)."""
     digest_budget: timedelta = timedelta(seconds=10)
-    """The digest job starts no new step after running this long (it always makes one); its cursor says where
-    the next run goes on. Short, so a full sleep cycle stays bounded; the job runs hourly to keep up."""
+    """The digest job starts no step that would end past this (judged by the step before; it always makes one);
+    its cursor says where the next run goes on. Short, so a full sleep cycle stays bounded; it runs hourly."""
 
 
 class ExtractionConfig(_Section):

@@ -45,18 +45,19 @@ async def run_digests(manager: MemoryManager, now: datetime) -> dict[str, Any]:
     counts["deferred"] = False
     batch = manager.config.sleep.digest_batch
     deadline = time.monotonic() + manager.config.sleep.digest_budget.total_seconds()
-    steps = 0
+    last_step: float | None = None  # seconds the previous step took; every run makes one step at least
     for namespace in await manager.records.memory_namespaces():
         while True:
             memories, cursor = await manager.records.undigested(namespace, limit=batch)
             if cursor is None:
                 break
-            if steps and time.monotonic() >= deadline:
-                counts["deferred"] = True  # sleep.digest_budget spent: the cursor says where the next run goes on
+            if last_step is not None and time.monotonic() + last_step > deadline:
+                counts["deferred"] = True  # another step would end past sleep.digest_budget: the next run goes on
                 return counts
+            started = time.monotonic()
             counts["memories_read"] += len(memories)
             await _step(manager, namespace, memories, cursor, now, counts)
-            steps += 1  # every run makes one step at least, so runs one after another always finish
+            last_step = time.monotonic() - started
     return counts
 
 

@@ -84,6 +84,7 @@ def _counts(run: JobRun) -> str:
     if run.error:
         return f"failed: {run.error}"
     keep = {"moved", "groups", "no_gain", "accepted", "rejected", "deferred", "committed", "raised", "built"}
+    keep |= {"memories_read", "digests_new"}
     shown = {k: v for k, v in run.counts.items() if k in keep and not isinstance(v, dict)}
     return ", ".join(f"{k} {v}" for k, v in shown.items()) or "-"
 

@@ -11,12 +11,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
-import numpy as np
-
 from agent_memory import doctor
 from agent_memory.cognition.emotion import EmotionScorer, LexiconEmotion
 from agent_memory.cognition.extraction import SimpleExtractor
-from agent_memory.cognition.novelty import RECENT_VECTORS, RecentVectors
+from agent_memory.cognition.novelty import RECENT_VECTORS, RecentVectors, TurnVectors
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
@@ -94,7 +92,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         self._recent = RecentVectors(RECENT_VECTORS)
         self.keep_share = KeepShare(config.save)
         self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
-        self._last_vector: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+        self._last_vector = TurnVectors()
         self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
         self._stack: AsyncExitStack | None = None
         self._inflight: set[TurnKey] = set()

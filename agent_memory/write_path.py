@@ -23,7 +23,7 @@ import numpy as np
 
 from agent_memory.cognition.emotion import EmotionScorer
 from agent_memory.cognition.extraction import SimpleExtractor
-from agent_memory.cognition.novelty import UNKNOWN_NOVELTY, RecentVectors, session_surprise
+from agent_memory.cognition.novelty import UNKNOWN_NOVELTY, RecentVectors, TurnVectors, session_surprise
 from agent_memory.cognition.salience import TextFeatures, asks_question, text_features
 from agent_memory.cognition.save_decision import is_phatic
 from agent_memory.config import Config
@@ -56,11 +56,6 @@ from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, Turn
 log = logging.getLogger(__name__)
 LAST_TURNS = 10_000
 """Sessions whose last turn is cached (cleared when full; a miss reads the log)."""
-VECTORS_PER_SESSION = 4
-"""Turns whose own vector each session keeps: a short turn is embedded with the session's latest *memory*, which is
-not the latest turn when that one was not kept (a third of LoCoMo's turns), so one slot missed that often."""
-VECTOR_SESSIONS = LAST_TURNS // VECTORS_PER_SESSION
-"""Sessions with cached vectors (cleared when full: 10,000 vectors, 15 MiB at most; a miss re-embeds)."""
 
 
 @dataclass(slots=True)
@@ -96,7 +91,7 @@ class WritePath:
     _recent: RecentVectors
     keep_share: KeepShare
     _last_turn: dict[tuple[str, str], tuple[int, str]]
-    _last_vector: dict[tuple[str, str], dict[str, np.ndarray]]
+    _last_vector: TurnVectors
     journal: JsonlJournal
     image_embedder: ClipEmbedder | None
 
@@ -212,14 +207,9 @@ class WritePath:
             prior = own[before] if isinstance(before, int) else again[before] if hit is None else hit
             mixed = own[row] + weight * prior
             vectors[row] = mixed / max(float(np.linalg.norm(mixed)), 1e-12)
-        if len(self._last_vector) + len(drafts) > VECTOR_SESSIONS:
-            self._last_vector.clear()
-        for draft, vector in zip(drafts, own, strict=True):  # in order: each session keeps its latest turns
-            latest = self._last_vector.setdefault((draft.record.namespace, draft.record.session_id), {})
-            latest.pop(draft.record.content, None)
-            latest[draft.record.content] = vector
-            if len(latest) > VECTORS_PER_SESSION:
-                del latest[next(iter(latest))]
+        self._last_vector.remember(
+            [((d.record.namespace, d.record.session_id), d.record.content, v) for d, v in zip(drafts, own, strict=True)]
+        )
         return vectors
 
     def _before(self, draft: Draft, batch: Sequence[Draft], earlier: int | None) -> int | str | None:
@@ -237,7 +227,7 @@ class WritePath:
         """The vector of `before` alone when it is one of the last turns embedded in the draft's session."""
         if not isinstance(before, str):
             return None
-        return self._last_vector.get((draft.record.namespace, draft.record.session_id), {}).get(before)
+        return self._last_vector.get((draft.record.namespace, draft.record.session_id), before)
 
     # ----- signals: novelty, session surprise, gaps --------------------------------------------------
 

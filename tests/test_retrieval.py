@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from agent_memory import InvalidInput, MemoryManager, TurnInput
+from agent_memory.cognition.novelty import TurnVectors
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
 
@@ -295,5 +296,19 @@ async def test_link_edges_are_walked_from_the_records_as_the_graph_would(manager
     kuzu = {s.memory_id: (s.hops, s.relation) for s in await manager.graph.expand([a], depth=2)}
     assert {s.memory_id: (s.hops, s.relation) for s in walked} == {k: v for k, v in kuzu.items() if k != gone}
     both = await manager.records.linked_neighbours([d, a], "default", depth=1)
-    assert [(s.memory_id, s.seed, s.hops) for s in both] == [(b, a, 1), (c, d, 1)]  # the seeds are not steps
+    assert sorted((s.memory_id, s.seed, s.hops) for s in both) == sorted([(b, a, 1), (c, d, 1)])  # seeds: no steps
+    assert [s.memory_id for s in both] == sorted(s.memory_id for s in both)  # equal hops: by id
     assert await manager.records.linked_neighbours([a], "default", depth=0) == []
+
+
+def test_each_session_keeps_its_last_few_turn_vectors() -> None:
+    cache, one, two = TurnVectors(per_session=2, limit=4), ("default", "s1"), ("default", "s2")
+    cache.remember([(one, f"turn {n}", np.full(3, n, dtype=np.float32)) for n in range(3)])
+    assert cache.get(one, "turn 0") is None and float(cache.get(one, "turn 2")[0]) == 2.0  # type: ignore[index]
+    cache.remember([(one, "turn 1", np.zeros(3, dtype=np.float32))])  # said again: the newest, kept
+    cache.remember([(one, "turn 3", np.ones(3, dtype=np.float32))])
+    assert cache.get(one, "turn 2") is None and cache.get(one, "turn 1") is not None
+    cache.remember([(two, "hello there", np.ones(3, dtype=np.float32))])
+    assert cache.get(two, "hello there") is not None and cache.get(one, "turn 3") is not None
+    cache.remember([(("default", f"s{n}"), "x", np.ones(3, dtype=np.float32)) for n in range(3, 5)])  # past 2 sessions
+    assert cache.get(one, "turn 3") is None  # cleared when full; a miss costs one more pass through the model

@@ -46,6 +46,33 @@ UNKNOWN_NOVELTY = 0.5
 turns of a new user are neither novel nor familiar (they would otherwise all take the fast path)."""
 
 
+class TurnVectors:
+    """The vectors of each session's last few turns, each embedded alone, by their text.
+
+    A short turn is embedded with the session's latest *memory*, which is not the latest turn when that one was not
+    kept (a third of LoCoMo's turns): with one slot a session, that older turn went through the model a second time.
+    At most `per_session` turns a session and `limit` vectors in all (15 MiB at 384 dimensions); when full, the
+    cache is cleared, and a miss costs one more pass through the model."""
+
+    def __init__(self, per_session: int = 4, limit: int = 10_000) -> None:
+        self.per_session, self.sessions = per_session, max(1, limit // per_session)
+        self._latest: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+
+    def get(self, session: tuple[str, str], text: str) -> np.ndarray | None:
+        return self._latest.get(session, {}).get(text)
+
+    def remember(self, items: list[tuple[tuple[str, str], str, np.ndarray]]) -> None:
+        """(session, text, vector) in the order the turns were said: each session keeps its latest."""
+        if len(self._latest) + len(items) > self.sessions:
+            self._latest.clear()
+        for session, text, vector in items:
+            latest = self._latest.setdefault(session, {})
+            latest.pop(text, None)
+            latest[text] = vector
+            if len(latest) > self.per_session:
+                del latest[next(iter(latest))]
+
+
 def session_surprise(vector: np.ndarray, before: list[np.ndarray]) -> float:
     """1 - the mean cosine between a turn and the turns just before it in its session; 0.5 when it opens it."""
     if not before:

@@ -94,7 +94,7 @@ async def _step(
     stored = await manager.records.digest_topics(namespace, speakers)
     topics, grown = await asyncio.to_thread(_place, found, vectors, stored, settings)
     counts["topics_new"] += sum(1 for t in topics if t.topic_id is None)
-    digests = await _digests(manager, topics, grown, stored, now)
+    digests = await _digests(manager, topics, grown, now)
     counts["digests_new"] += sum(1 for d in digests if d.new)
     counts["digests_rewritten"] += sum(1 for d in digests if not d.new)
     await manager.records.commit_digests(
@@ -134,7 +134,6 @@ async def _digests(
     manager: MemoryManager,
     topics: Sequence[TopicWrite],
     grown: dict[int, StoredTopic | None],
-    stored: Sequence[StoredTopic],
     now: datetime,
 ) -> list[DigestWrite]:
     """The digest memory of every grown topic that now holds enough statements: its text rendered from all of its

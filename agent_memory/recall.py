@@ -224,10 +224,9 @@ class Recall:
             return []
         base, _ = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
         seeds = seeds_of(base, config.graph_seeds)
-        structural = await self.records.structural_neighbours(
+        return await self.records.graph_neighbours(
             seeds, namespace, depth=config.graph_depth, fanout=config.entity_fanout
         )
-        return structural + await self.records.linked_neighbours(seeds, namespace, depth=config.graph_depth)
 
     async def _resolve(self, anchor: EventAnchor, query: Query) -> TimeWindow | None:
         """ "before I moved": find when the event happened (the best match for it), and cut the window there."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -13,6 +14,7 @@ from agent_memory import InvalidInput, MemoryManager, TurnInput
 from agent_memory.cognition.novelty import TurnVectors
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
+from agent_memory.storage.recall_records import WALK_SQL, WALK_WITH
 
 NOW = datetime(2026, 3, 20, 18, 0, tzinfo=UTC)
 
@@ -312,3 +314,16 @@ def test_each_session_keeps_its_last_few_turn_vectors() -> None:
     assert cache.get(two, "hello there") is not None and cache.get(one, "turn 3") is not None
     cache.remember([(("default", f"s{n}"), "x", np.ones(3, dtype=np.float32)) for n in range(3, 5)])  # past 2 sessions
     assert cache.get(one, "turn 3") is None  # cleared when full; a miss costs one more pass through the model
+
+
+async def test_the_walk_is_one_query_that_never_scans_a_table(manager: MemoryManager) -> None:
+    ids = await add(manager, "s", ["Ines sails to Porto.", "Tom sails too.", "The regatta starts at noon."], NOW)
+    sql = WALK_WITH + " UNION ALL ".join(WALK_SQL.values())
+    params = {"seeds": json.dumps(ids[:2]), "depth": 2, "fanout": 25, "namespace": "default"}
+    async with manager.records.transaction() as db:
+        plan = [row[3] for row in await db.execute_fetchall("EXPLAIN QUERY PLAN " + sql, params)]
+    scans = [step for step in plan if step.startswith("SCAN")]
+    allowed = ("SCAN json_each", "SCAN seeds", "SCAN w", "SCAN e", "SCAN (subquery")
+    assert scans and all(step.startswith(allowed) for step in scans), plan  # tables are searched by index only
+    steps = await manager.records.graph_neighbours(ids[:1], "default", depth=2, fanout=25)
+    assert {(s.memory_id, s.hops, s.relation) for s in steps} == {(ids[1], 1, "NEXT"), (ids[2], 2, "NEXT")}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -38,10 +38,43 @@ _ALL_MATCHES = (
 )
 
 
+WALK_WITH = (
+    "WITH RECURSIVE seeds(id) AS (SELECT value FROM json_each(:seeds)), "
+    "walk(seed, id, hops, relation) AS (SELECT id, id, 0, '' FROM seeds "
+    "UNION SELECT w.seed, l.target_id, w.hops + 1, l.relation FROM walk w "
+    "JOIN memory_links l ON l.source_id = w.id WHERE w.hops < :depth "
+    "UNION SELECT w.seed, l.source_id, w.hops + 1, l.relation FROM walk w "
+    "JOIN memory_links l ON l.target_id = w.id WHERE w.hops < :depth), "
+    "rare(entity) AS (SELECT e.entity FROM (SELECT DISTINCT entity FROM memory_entities "
+    "WHERE memory_id IN (SELECT id FROM seeds)) AS e WHERE (SELECT count(*) FROM (SELECT 1 FROM memory_entities AS x "
+    "WHERE x.entity = e.entity LIMIT :fanout + 1)) <= :fanout) "
+)
+"""The walk's common parts. An entity is rare when at most `fanout` memories mention it, and counting stops at
+`fanout + 1`: counting every mention of a speaker's name took 13.6 ms at 100k memories, the bounded count 0.12 ms."""
+WALK_SQL = {  # (kind, memory, seed, hops, relation); each part's plan starts from the seeds' primary keys
+    "NEXT": "SELECT 'NEXT', m.memory_id, s.memory_id, abs(m.turn_number - s.turn_number), NULL FROM memories s "
+    "JOIN memories m ON m.namespace = s.namespace AND m.session_id = s.session_id "
+    "AND m.turn_number BETWEEN s.turn_number - :depth AND s.turn_number + :depth "
+    "WHERE s.memory_id IN (SELECT id FROM seeds) AND m.memory_id <> s.memory_id AND m.status = 'active'",
+    "ATTACHED": "SELECT 'ATTACHED', o.memory_id, s.memory_id, 1, NULL FROM memories s "
+    "JOIN memories o ON o.source_turn_id = s.source_turn_id WHERE s.memory_id IN (SELECT id FROM seeds) "
+    "AND o.media <> s.media AND o.generation = 0 AND s.generation = 0 AND o.status = 'active'",
+    # CROSS JOIN keeps this order on purpose: left to itself the planner scanned the whole namespace (600 ms at 10k).
+    "MENTIONS": "SELECT 'MENTIONS', o.memory_id, s.memory_id, 1, NULL FROM memory_entities s "
+    "CROSS JOIN memory_entities o CROSS JOIN memories m WHERE s.memory_id IN (SELECT id FROM seeds) "
+    "AND s.entity IN (SELECT entity FROM rare) AND o.entity = s.entity AND o.memory_id <> s.memory_id "
+    "AND m.memory_id = o.memory_id AND m.namespace = :namespace AND m.status = 'active'",
+    "LINK": "SELECT 'LINK', w.id, w.seed, min(w.hops), w.relation FROM walk w JOIN memories m ON m.memory_id = w.id "
+    "WHERE w.hops > 0 AND m.status = 'active' AND m.namespace = :namespace GROUP BY w.id, w.seed",
+}
+STRUCTURAL_PARTS = ("NEXT", "ATTACHED", "MENTIONS")
+WALK_PARTS = (*STRUCTURAL_PARTS, "LINK")
+
+
 class RecallQueries:
     if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
 
-        async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]: ...
+        async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
 
         def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
@@ -111,91 +144,59 @@ class RecallQueries:
                 found[(segment, offset)] = rows[0][0]
         return found
 
+    async def graph_neighbours(
+        self,
+        seeds: Sequence[str],
+        namespace: str,
+        *,
+        depth: int,
+        fanout: int,
+        parts: Sequence[str] = WALK_PARTS,
+    ) -> list[GraphStep]:
+        """The graph walk from `seeds`, answered from the rows that define its edges, in one query (one hop to the
+        reader thread, however many kinds of edge):
+
+        - NEXT: turns within `depth` places of a seed in its session;
+        - ATTACHED (reported as RELATED_TO): an image and the turn it was shared in, both ways;
+        - MENTIONS: memories sharing an entity that at most `fanout` memories mention (a speaker's own name links
+          nothing in particular);
+        - LINK: memories within `depth` link edges of a seed, either way (EVOLVED_FROM, RELATED_TO, DREAM_LINK: what
+          the sleep jobs write into `memory_links`, and the graph projects), each once, at its fewest hops,
+          attributed to the first seed that reached it there, with the relation of its last hop.
+
+        Active memories of the namespace. The link walk took 0.2-0.5 ms for five seeds on a 24k-memory store with
+        1,600 digests' links, where Kuzu 0.11 took 33 ms (five indexed queries, p50) or 18 ms (one for all five);
+        asking for every kind of edge in one query instead of five took the walk inside a 10k retrieval from ~10 ms
+        of waiting behind the candidates' rows to about one."""
+        wanted = [p for p in parts if p != "MENTIONS" or fanout > 0]
+        if not seeds or depth <= 0 or not wanted:
+            return []
+        rows = await self._fetch(
+            WALK_WITH + " UNION ALL ".join(WALK_SQL[p] for p in wanted),
+            {"seeds": json.dumps(list(seeds)), "depth": depth, "fanout": fanout, "namespace": namespace},
+        )
+        steps, links = [], []
+        for kind, memory_id, seed, hops, relation in rows:
+            if kind == "LINK":
+                links.append((memory_id, seed, int(hops), relation))
+            else:
+                steps.append(GraphStep(memory_id, seed, int(hops), "RELATED_TO" if kind == "ATTACHED" else kind))
+        order = {seed: n for n, seed in enumerate(seeds)}
+        reached: dict[str, GraphStep] = {}
+        for memory_id, seed, hops, relation in sorted(links, key=lambda r: (r[2], order.get(r[1], len(order)))):
+            if memory_id not in order and memory_id not in reached:
+                reached[memory_id] = GraphStep(memory_id, seed, hops, relation)
+        return steps + sorted(reached.values(), key=lambda s: (s.hops, s.memory_id))
+
     async def structural_neighbours(
         self, seeds: Sequence[str], namespace: str, *, depth: int, fanout: int
     ) -> list[GraphStep]:
-        """The graph's structural hops, answered from the rows that define them: turns within `depth` places of
-        a seed in its session (NEXT), an image and the turn it was shared in (RELATED_TO), and memories sharing an
-        entity that at most `fanout` memories mention (MENTIONS; a speaker's own name links nothing in
-        particular). Active memories of the seed's namespace."""
-        if not seeds or depth <= 0:
-            return []
-        marks = ",".join("?" * len(seeds))
-        near = await self._fetch(
-            "SELECT m.memory_id, s.memory_id, abs(m.turn_number - s.turn_number) FROM memories s "
-            "JOIN memories m ON m.namespace = s.namespace AND m.session_id = s.session_id "
-            "AND m.turn_number BETWEEN s.turn_number - ? AND s.turn_number + ? "
-            f"WHERE s.memory_id IN ({marks}) AND m.memory_id <> s.memory_id AND m.status = 'active'",
-            (depth, depth, *seeds),
-        )
-        steps = [GraphStep(r[0], r[1], int(r[2]), "NEXT") for r in near]
-        steps += await self._attachments(seeds)
-        if fanout > 0:
-            steps += await self._shared_entities(seeds, namespace, fanout)
-        return steps
+        """The walk's NEXT, image and MENTIONS hops (`graph_neighbours`), without the link edges."""
+        return await self.graph_neighbours(seeds, namespace, depth=depth, fanout=fanout, parts=STRUCTURAL_PARTS)
 
     async def linked_neighbours(self, seeds: Sequence[str], namespace: str, *, depth: int) -> list[GraphStep]:
-        """The memories within `depth` link edges of a seed, either way (EVOLVED_FROM, RELATED_TO, DREAM_LINK: what
-        the sleep jobs write into `memory_links`, and the graph projects). Each reached memory once, at its fewest
-        hops, attributed to the first seed that reached it there, with the relation of its last hop; active
-        memories of the namespace, nearest first.
-
-        The records answer this walk, as they answer session order and entities: in one recursive query over the
-        two link indexes it took 0.2-0.5 ms for five seeds on a 24k-memory store with 1,600 digests' links, where
-        Kuzu 0.11 took 33 ms (five indexed queries, p50) or 18 ms (one query for all five)."""
-        if not seeds or depth <= 0:
-            return []
-        rows = await self._fetch(
-            "WITH RECURSIVE walk(seed, id, hops, relation) AS (SELECT value, value, 0, '' FROM json_each(?) "
-            "UNION SELECT w.seed, l.target_id, w.hops + 1, l.relation FROM walk w "
-            "JOIN memory_links l ON l.source_id = w.id WHERE w.hops < ? "
-            "UNION SELECT w.seed, l.source_id, w.hops + 1, l.relation FROM walk w "
-            "JOIN memory_links l ON l.target_id = w.id WHERE w.hops < ?) "
-            "SELECT w.id, w.seed, min(w.hops), w.relation FROM walk w JOIN memories m ON m.memory_id = w.id "
-            "WHERE w.hops > 0 AND m.status = 'active' AND m.namespace = ? GROUP BY w.id, w.seed",
-            (json.dumps(list(seeds)), depth, depth, namespace),
-        )
-        order = {seed: n for n, seed in enumerate(seeds)}
-        reached: dict[str, GraphStep] = {}
-        for memory_id, seed, hops, relation in sorted(rows, key=lambda r: (r[2], order.get(r[1], len(order)))):
-            if memory_id not in order and memory_id not in reached:
-                reached[memory_id] = GraphStep(memory_id, seed, int(hops), relation)
-        return sorted(reached.values(), key=lambda s: (s.hops, s.memory_id))
-
-    async def _attachments(self, seeds: Sequence[str]) -> list[GraphStep]:
-        """Images and the memory of the turn they were shared in, both ways: one hop (an indexed lookup)."""
-        marks = ",".join("?" * len(seeds))
-        rows = await self._fetch(
-            "SELECT o.memory_id, s.memory_id FROM memories s JOIN memories o ON o.source_turn_id = s.source_turn_id "
-            f"WHERE s.memory_id IN ({marks}) AND o.media <> s.media AND o.generation = 0 AND s.generation = 0 "
-            "AND o.status = 'active'",
-            seeds,
-        )
-        return [GraphStep(r[0], r[1], 1, "RELATED_TO") for r in rows]
-
-    async def _shared_entities(self, seeds: Sequence[str], namespace: str, fanout: int) -> list[GraphStep]:
-        """Two indexed steps, in this order on purpose (CROSS JOIN): left to itself the planner scanned the whole
-        namespace (600 ms at 10k memories; this takes about a millisecond). An entity is rare when at most
-        `fanout` memories mention it, and counting stops at `fanout + 1`: counting every mention of a speaker's name
-        took 13.6 ms at 100k memories, the bounded count 0.12 ms."""
-        marks = ",".join("?" * len(seeds))
-        rare = await self._fetch(
-            f"SELECT e.entity FROM (SELECT DISTINCT entity FROM memory_entities WHERE memory_id IN ({marks})) AS e "
-            "WHERE (SELECT count(*) FROM (SELECT 1 FROM memory_entities AS x WHERE x.entity = e.entity LIMIT ?)) <= ?",
-            (*seeds, fanout + 1, fanout),
-        )
-        if not rare:
-            return []
-        names = [r[0] for r in rare]
-        rows = await self._fetch(
-            "SELECT o.memory_id, s.memory_id FROM memory_entities s CROSS JOIN memory_entities o "
-            "CROSS JOIN memories m "
-            f"WHERE s.memory_id IN ({marks}) AND s.entity IN ({','.join('?' * len(names))}) "
-            "AND o.entity = s.entity AND o.memory_id <> s.memory_id "
-            "AND m.memory_id = o.memory_id AND m.namespace = ? AND m.status = 'active'",
-            (*seeds, *names, namespace),
-        )
-        return [GraphStep(r[0], r[1], 1, "MENTIONS") for r in rows]
+        """The walk's link edges alone (`graph_neighbours`), nearest first."""
+        return await self.graph_neighbours(seeds, namespace, depth=depth, fanout=0, parts=("LINK",))
 
     async def record_retrieval(
         self,

@@ -94,7 +94,7 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
                     raise StorageError(f"SQLite write failed: {exc}") from exc
                 raise
 
-    async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]:
         if self._closed:
             raise ClosedError("SqliteRecords")
         try:

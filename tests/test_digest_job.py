@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
 
 from agent_memory import MemoryManager, TurnInput
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
+from agent_memory.interfaces.cli import main
 from agent_memory.models import MemoryStatus, MemoryType
 from agent_memory.sleep.jobs import SLEEP_CYCLE, run_job
 
@@ -138,3 +143,43 @@ async def test_compaction_never_merges_a_digest(manager: MemoryManager) -> None:
 
 def test_the_digest_job_runs_in_the_sleep_cycle_after_consolidation() -> None:
     assert SLEEP_CYCLE.index("compact") < SLEEP_CYCLE.index("digest")
+
+
+async def test_the_daemon_runs_a_deferred_digest_again_until_it_has_caught_up(
+    config: Config, embedder: Embedder
+) -> None:
+    from agent_memory.interfaces.serve import SleepSchedule
+
+    serve = config.serve.model_copy(update={"digest_interval": timedelta(hours=1)})
+    sleep = config.sleep.model_copy(update={"digest_budget": timedelta(0), "digest_batch": 2})
+    config = config.model_copy(update={"serve": serve, "sleep": sleep})
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await converse(manager, CONVERSATION)
+        schedule = SleepSchedule(manager, config)
+        schedule.start()
+        schedule.scheduler.modify_job("digest", next_run_time=datetime.now(UTC))  # the interval is an hour
+        try:
+            for _ in range(300):
+                runs = await manager.records.job_runs("digest")
+                if runs and runs[0].status == "ok" and runs[0].counts["deferred"] is False:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await schedule.stop()
+        assert [r.counts["memories_read"] for r in reversed(runs)] == [2, 2, 2, 1], runs  # one step a run
+        assert len(await manager.records.digest_memory_ids()) == 2
+
+
+def test_the_command_line_runs_the_digest_until_done(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY__SLEEP__DIGEST_BUDGET", "PT0S")
+    monkeypatch.setenv("AGENT_MEMORY__SLEEP__DIGEST_BATCH", "10")
+    data = str(tmp_path / "mem")
+    sample = str(Path(__file__).resolve().parents[1] / "data" / "sample_conversation.jsonl")
+    assert main(["--data-dir", data, "ingest", sample]) == 0
+    capsys.readouterr()
+    assert main(["--data-dir", data, "digest", "--until-done"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) >= 3 and all(" digest ok " in line for line in lines), lines
+    assert '"deferred": true' in lines[0] and '"deferred": false' in lines[-1]

@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
         run = commands.add_parser(job, help=f"sleep job, once: {what}")
         run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
         run.add_argument("--json", action="store_true")
+        if job in ("digest", "compact"):
+            run.add_argument(
+                "--until-done", action="store_true", help="run again while a run stops at its time budget (deferred)"
+            )
     export = commands.add_parser("export", help="export labelled decisions as JSONL (docs/policy-export.md)")
     export.add_argument("what", choices=["policy"])
     export.add_argument("--out", type=Path, required=True)
@@ -288,6 +292,10 @@ async def cmd_job(config: Config, args: argparse.Namespace) -> int:
     )
     async with open_store(config) as store:
         run = await store.run_job(args.command, now=getattr(args, "now", None), **options)
+        while getattr(args, "until_done", False) and run.status == "ok" and run.counts.get("deferred"):
+            if not getattr(args, "json", False):
+                print(_run_line(run))
+            run = await store.run_job(args.command, now=getattr(args, "now", None), **options)
     print(json.dumps(_run_dict(run), indent=2) if getattr(args, "json", False) else _run_line(run))
     return 0 if run.status == "ok" else 1
 

@@ -68,6 +68,15 @@ class SleepSchedule:
         if run.counts.get("compaction_due") and self.scheduler.get_job("compact") is not None:
             log.info("the hot tier is over sleep.hot_tier_threshold: consolidation runs now")
             self.scheduler.modify_job("compact", next_run_time=datetime.now(UTC))
+        if name == "digest" and run.counts.get("deferred"):
+            # Again after about as long a rest as the run took (the cores are shared), once this run has ended: a
+            # job made due while its one instance still runs would be skipped to its next interval.
+            pause = max(self.manager.config.sleep.digest_budget.total_seconds(), 1.0)
+            asyncio.get_running_loop().call_later(pause, self._run_now, "digest")
+
+    def _run_now(self, name: str) -> None:
+        if self.scheduler.running and self.scheduler.get_job(name) is not None:
+            self.scheduler.modify_job(name, next_run_time=datetime.now(UTC))
 
     async def stop(self) -> None:
         """Start no new run, then wait for the runs in flight (run_job never raises)."""

@@ -51,13 +51,14 @@ async def run_digests(manager: MemoryManager, now: datetime) -> dict[str, Any]:
             memories, cursor = await manager.records.undigested(namespace, limit=batch)
             if cursor is None:
                 break
-            if last_step is not None and time.monotonic() + last_step > deadline:
+            if memories and last_step is not None and time.monotonic() + last_step > deadline:
                 counts["deferred"] = True  # another step would end past sleep.digest_budget: the next run goes on
                 return counts
             started = time.monotonic()
             counts["memories_read"] += len(memories)
             await _step(manager, namespace, memories, cursor, now, counts)
-            last_step = time.monotonic() - started
+            if memories:  # rows passed over (the digests themselves, images) only move the cursor: no step
+                last_step = time.monotonic() - started
     return counts
 
 

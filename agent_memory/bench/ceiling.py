@@ -10,6 +10,7 @@ of this model can pass here; the embedder's measured rate says how close ours co
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import time
@@ -75,12 +76,12 @@ def token_counts(texts: Sequence[str], model_path: str = "") -> list[int]:
 async def measure_ceiling(texts: Sequence[str], embedder: Embedder, model_path: str = "") -> EmbeddingCeiling:
     path = Path(model_path or default_model_path())
     config = json.loads((path / "config.json").read_text())
-    counts = token_counts(texts, str(path))
+    counts = await asyncio.to_thread(token_counts, texts, str(path))
     flop = statistics.fmean(transformer_flop(config, n) for n in counts)
     await embedder.load()
     await embedder.embed(list(texts[:16]))  # warm up
     started = time.perf_counter()
     await embedder.embed(list(texts))
     rate = len(texts) / (time.perf_counter() - started)
-    machine = matmul_gflops(config["hidden_size"], config["intermediate_size"])
+    machine = await asyncio.to_thread(matmul_gflops, config["hidden_size"], config["intermediate_size"])
     return EmbeddingCeiling(len(texts), statistics.fmean(counts), flop / 1e9, machine, rate)

@@ -78,12 +78,7 @@ async def _step(
     """One batch of memories: their statements placed in topics, the grown topics' digests written, the cursor
     moved, in one transaction."""
     settings = manager.config.sleep
-    found: list[tuple[Statement, int]] = []
-    for memory in memories:
-        if memory.role is None:
-            continue
-        said = statements(memory.memory_id, memory.content, memory.role, memory.event_at)
-        found += [(statement, position) for position, statement in enumerate(said)]
+    found = await asyncio.to_thread(_statements, memories)  # regular expressions over a step's text: off the loop
     counts["statements"] += len(found)
     if not found:
         await manager.records.commit_digests(
@@ -101,6 +96,16 @@ async def _step(
     await manager.records.commit_digests(
         namespace, cursor=cursor, topics=topics, digests=digests, embedding_model=manager.embedder.name, now=now
     )
+
+
+def _statements(memories: Sequence[Memory]) -> list[tuple[Statement, int]]:
+    """Each memory's statements with their place among its own."""
+    found: list[tuple[Statement, int]] = []
+    for memory in memories:
+        if memory.role is not None:
+            said = statements(memory.memory_id, memory.content, memory.role, memory.event_at)
+            found += [(statement, position) for position, statement in enumerate(said)]
+    return found
 
 
 def _place(

@@ -26,7 +26,7 @@ from agent_memory.cognition.ranking import (
     rank,
     seeds_of,
 )
-from agent_memory.cognition.retrieval import fts_query, query_words
+from agent_memory.cognition.retrieval import query_words
 from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
@@ -113,7 +113,7 @@ class Recall:
         semantic = rankings.get("semantic")
         searched = self.config.retrieval.semantic_weight > 0 and bool(query.text.strip())
         best = semantic[0][1] if semantic else (0.0 if searched else None)
-        keywords = tuple(w.strip('"') for w in fts_query(parsed.remainder or query.text).split(" OR ") if w)
+        keywords = tuple(query_words(parsed.remainder or query.text))
         return Recalled(ranked, parsed, window, timings, best, keywords, embedded.get("text"))
 
     async def _layers(
@@ -134,7 +134,7 @@ class Recall:
             words = full = ""
         elif config.keyword_weight > 0:
             search = self.records.keyword_search(
-                query.namespace, fts_query(words), limit=limit, words=query_words(words)
+                query.namespace, query_words(words), limit=limit, common_share=config.keyword_common_share
             )
             jobs.append(_layer(timings, "keyword", search))
         terms = grep_terms(full) if full else []
@@ -230,7 +230,7 @@ class Recall:
 
     async def _resolve(self, anchor: EventAnchor, query: Query) -> TimeWindow | None:
         """ "before I moved": find when the event happened (the best match for it), and cut the window there."""
-        hits = await self.records.keyword_search(query.namespace, fts_query(anchor.event), limit=1)
+        hits = await self.records.keyword_search(query.namespace, query_words(anchor.event), limit=1, weighted=False)
         if not hits:
             return None
         memory = await self.records.find_memory(hits[0][0])

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.models import utc_now
+from agent_memory.storage.recall_records import COMMON_MIN_DOCS
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import migrations
 
@@ -49,15 +50,15 @@ async def test_fts_follows_inserts_updates_and_deletes(tmp_path: Path) -> None:
             "VALUES ('m1', 'default', 'episodic', 'Running the marathons in Lisbon', '[\"lisbon\"]', ?, ?)",
             (now, now),
         )
-    assert [i for i, _ in await records.keyword_search("default", '"run"', limit=5)] == ["m1"]  # porter stem
+    assert [i for i, _ in await records.keyword_search("default", ["run"], limit=5)] == ["m1"]  # porter stem
     async with records.transaction() as db:
         await db.execute("UPDATE memories SET content = 'Swimming in Porto' WHERE memory_id = 'm1'")
-    assert await records.keyword_search("default", '"run"', limit=5) == []
-    assert [i for i, _ in await records.keyword_search("default", '"porto"', limit=5)] == ["m1"]
-    assert await records.keyword_search("other", '"porto"', limit=5) == []
+    assert await records.keyword_search("default", ["run"], limit=5) == []
+    assert [i for i, _ in await records.keyword_search("default", ["porto"], limit=5)] == ["m1"]
+    assert await records.keyword_search("other", ["porto"], limit=5) == []
     async with records.transaction() as db:
         await db.execute("DELETE FROM memories WHERE memory_id = 'm1'")
-    assert await records.keyword_search("default", '"porto"', limit=5) == []
+    assert await records.keyword_search("default", ["porto"], limit=5) == []
     await records.aclose()
 
 
@@ -96,5 +97,32 @@ async def test_keyword_search_finds_a_namespace_crowded_out_of_the_best_matches(
             "VALUES (?, ?, ?, 'episodic', ?, '[]', ?, ?)",
             [(*row, now, now) for row in rows],
         )
-    assert [i for i, _ in await records.keyword_search("default", '"porto"', limit=3)] == ["d1"]
-    assert len(await records.keyword_search("other", '"porto"', limit=3)) == 3
+    assert [i for i, _ in await records.keyword_search("default", ["porto"], limit=3)] == ["d1"]
+    assert len(await records.keyword_search("other", ["porto"], limit=3)) == 3
+
+
+async def test_keyword_search_ranks_common_words_only_beside_rarer_ones(records: SqliteRecords) -> None:
+    """A word most memories hold is common (COMMON_MIN_DOCS and `common_share`): memories holding only it are not
+    ranked, while every memory holding a rarer word keeps exactly the BM25 score the plain OR query gives it."""
+    now = utc_now().isoformat()
+    rows = [(f"c{i}", "Coffee again this morning" + " coffee" * (i % 3)) for i in range(COMMON_MIN_DOCS + 100)]
+    rows += [(f"p{i}", "Porto in spring" + (", and coffee by the river" if i % 2 else "")) for i in range(20)]
+    rows += [(f"t{i}", "Tea at noon") for i in range(COMMON_MIN_DOCS + 200)]  # so coffee's BM25 weight stays > 0
+    async with records.transaction() as db:
+        await db.executemany(
+            "INSERT INTO memories (memory_id, namespace, memory_type, content, keywords, created_at, event_at) "
+            "VALUES (?, 'default', 'episodic', ?, '[]', ?, ?)",
+            [(*row, now, now) for row in rows],
+        )
+    words = ["coffee", "porto"]
+    pruned = dict(await records.keyword_search("default", words, limit=50, common_share=0.05))
+    exact = dict(await records.keyword_search("default", words, limit=50, common_share=1.0))
+    assert set(pruned) == {f"p{i}" for i in range(20)}  # no memory with only "coffee" was scored
+    assert {f"p{i}" for i in range(20)} <= set(exact) and any(i.startswith("c") for i in exact)
+    for memory_id, score in pruned.items():
+        assert score == pytest.approx(exact[memory_id], rel=1e-12)
+    alone = dict(await records.keyword_search("default", ["porto"], limit=50))
+    assert pruned["p1"] > alone["p1"] and pruned["p0"] == pytest.approx(alone["p0"])  # coffee counts where held
+    # With no rarer word beside it, a common word is searched as it is: nothing else would be found.
+    assert len(await records.keyword_search("default", ["coffee"], limit=5, common_share=0.05)) == 5
+    assert len(await records.keyword_search("default", ["coffee", "morning"], limit=5, common_share=0.05)) == 5

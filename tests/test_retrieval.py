@@ -14,7 +14,7 @@ from agent_memory import InvalidInput, MemoryManager, TurnInput
 from agent_memory.cognition.novelty import TurnVectors
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
-from agent_memory.storage.recall_records import WALK_SQL, WALK_WITH
+from agent_memory.storage.recall_records import OWNERS_SQL, WALK_SQL, WALK_WITH
 
 NOW = datetime(2026, 3, 20, 18, 0, tzinfo=UTC)
 
@@ -327,3 +327,19 @@ async def test_the_walk_is_one_query_that_never_scans_a_table(manager: MemoryMan
     assert scans and all(step.startswith(allowed) for step in scans), plan  # tables are searched by index only
     steps = await manager.records.graph_neighbours(ids[:1], "default", depth=2, fanout=25)
     assert {(s.memory_id, s.hops, s.relation) for s in steps} == {(ids[1], 1, "NEXT"), (ids[2], 2, "NEXT")}
+
+
+async def test_grep_hits_find_their_memories_in_one_query_by_index(manager: MemoryManager) -> None:
+    """Every grep hit's (segment, offset) is looked up at once, each through the turns' position index."""
+    ids = await add(manager, "s", ["Ines sails to Porto.", "Tom sails too.", "The regatta starts at noon."], NOW)
+    async with manager.records.transaction() as db:
+        turns = await db.execute_fetchall(
+            "SELECT t.segment, t.offset, m.memory_id FROM turns t JOIN memories m ON m.source_turn_id = t.turn_id"
+        )
+        params = {"positions": json.dumps([[r[0], r[1]] for r in turns]), "namespace": "default"}
+        plan = [row[3] for row in await db.execute_fetchall("EXPLAIN QUERY PLAN " + OWNERS_SQL, params)]
+    scans = [step for step in plan if step.startswith("SCAN")]
+    assert scans and all(step.startswith(("SCAN json_each", "SCAN up")) for step in scans), plan
+    owners = await manager.records.memories_at("default", [(r[0], r[1]) for r in turns] + [(99, 0)])
+    assert owners == {(r[0], r[1]): r[2] for r in turns} and sorted(owners.values()) == sorted(ids)
+    assert await manager.records.memories_at("other", [(r[0], r[1]) for r in turns]) == {}

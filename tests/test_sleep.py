@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import InvalidInput, MemoryManager, TurnInput
-from agent_memory.cognition.retrieval import fts_query, query_words
+from agent_memory.cognition.retrieval import query_words
 from agent_memory.config import Config, DecayConfig, SleepConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.interfaces.cli import main
@@ -174,7 +174,7 @@ async def test_reweighting_changes_the_keyword_ranking(manager: MemoryManager) -
     query = "basil or tomatoes for dinner"
 
     async def keyword_top() -> str:
-        hits = await manager.records.keyword_search("default", fts_query(query), limit=5, words=query_words(query))
+        hits = await manager.records.keyword_search("default", query_words(query), limit=5)
         return (await manager.get(hits[0][0])).content
 
     assert "asil" in await keyword_top()  # rarer word, higher BM25

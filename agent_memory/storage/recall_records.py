@@ -20,6 +20,9 @@ KEYWORD_FLOOR = 1e-3
 speaker's name in a small transcript). Beside a hit that scores, such a hit is noise and gets no rank in the
 keyword layer; when no hit scores (a store of one or two memories), they are all the layer has, and stay."""
 
+COMMON_MIN_DOCS = 500
+"""The keyword layer never calls a word common while it is held by this many memories or fewer."""
+
 OVERFETCH = 2
 """The keyword layer ranks the best OVERFETCH x its cut among all memories first, and only then joins them with
 their rows to drop other namespaces and inactive memories: ranking before the join halves the layer's time (10k
@@ -30,6 +33,18 @@ _BEST_MATCHES = (
     "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?) "
     "SELECT m.memory_id, best.rank, m.keywords, (SELECT count(*) FROM best) FROM best "
     "JOIN memories m ON m.rowid = best.id WHERE m.namespace = ? AND m.status = 'active' ORDER BY best.rank LIMIT ?"
+)
+_COMMON_CUT = "WITH bound(cut) AS (SELECT max(:least, CAST(:share * coalesce((SELECT max(rowid) FROM memories), 0) AS INTEGER)))"  # max(rowid) stands for the number of memories: an index seek, where count(*) reads them all
+OWNERS_SQL = (  # for each (segment, offset): the turn's own memory, then each memory it was merged into
+    "WITH RECURSIVE hits(segment, offset) AS (SELECT value ->> 0, value ->> 1 FROM json_each(:positions)), "
+    "up(segment, offset, id, status, next, depth) AS ("
+    "SELECT t.segment, t.offset, m.memory_id, m.status, m.superseded_by, 0 FROM hits h CROSS "
+    "JOIN turns t ON t.segment = h.segment AND t.offset = h.offset "
+    "JOIN memories m ON m.source_turn_id = t.turn_id "
+    "WHERE t.namespace = :namespace AND m.generation = 0 AND m.media = 'text' "
+    "UNION ALL SELECT up.segment, up.offset, p.memory_id, p.status, p.superseded_by, up.depth + 1 FROM up "
+    "JOIN memories p ON p.memory_id = up.next WHERE up.status = 'merged' AND up.depth < 16) "
+    "SELECT segment, offset, id, depth FROM up"
 )
 _ALL_MATCHES = (
     "SELECT m.memory_id, bm25(memories_fts) AS rank, m.keywords FROM memories_fts "
@@ -71,6 +86,11 @@ STRUCTURAL_PARTS = ("NEXT", "ATTACHED", "MENTIONS")
 WALK_PARTS = (*STRUCTURAL_PARTS, "LINK")
 
 
+def any_of(words: Sequence[str]) -> str:
+    """An FTS5 MATCH expression for memories holding any of `words`: each quoted (no operator injection)."""
+    return " OR ".join(f'"{w}"' for w in words)
+
+
 class RecallQueries:
     if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
 
@@ -79,23 +99,57 @@ class RecallQueries:
         def transaction(self) -> AbstractAsyncContextManager[Any]: ...
 
     async def keyword_search(
-        self, namespace: str, match: str, *, limit: int, words: Sequence[str] = ()
+        self,
+        namespace: str,
+        words: Sequence[str],
+        *,
+        limit: int,
+        weighted: bool = True,
+        common_share: float = 1.0,
     ) -> list[tuple[str, float]]:
-        """FTS5 BM25 over active memories: (memory_id, score) best first; higher score is better. When the sleep
-        job has weighted keywords, a hit's score is multiplied by the best weight among the query `words` its
-        keywords carry (twice `limit` are ranked, so a weighted hit can climb into the cut)."""
-        if not match:
+        """FTS5 BM25 over active memories for any of `words` (plain words, stemmed by the index): (memory_id,
+        score) best first; higher is better. When the sleep job has weighted keywords and `weighted`, a hit's
+        score is multiplied by the best weight among the words its keywords carry (twice `limit` are ranked, so a
+        weighted hit can climb into the cut). Below 1, `common_share` ranks only memories holding a word rarer
+        than that share of the store (common_match)."""
+        terms = list(dict.fromkeys(w.replace('"', "") for w in words if w.replace('"', "").strip()))
+        if not terms:
             return []
-        weights = await self._keyword_weights(namespace, words) if words else {}
+        weights = await self._keyword_weights(namespace, terms) if weighted else {}
         wanted = 2 * limit if weights else limit
+        match, repeats = await self._common_match(terms, common_share) if len(terms) > 1 else (any_of(terms), 1)
         rows = await self._fetch(_BEST_MATCHES, (match, OVERFETCH * wanted, namespace, wanted))
         if len(rows) < wanted and (not rows or rows[0][3] == OVERFETCH * wanted):  # other namespaces or merged
             rows = await self._fetch(_ALL_MATCHES, (match, namespace, wanted))  # memories may have crowded the cut
-        scored = [(r[0], -float(r[1]), r[2]) for r in rows]
+        scored = [(r[0], -float(r[1]) / repeats, r[2]) for r in rows]
         if scored and max(score for _, score, _ in scored) >= KEYWORD_FLOOR:  # real evidence: the rest is noise
             scored = [row for row in scored if row[1] >= KEYWORD_FLOOR]
         hits = [(memory_id, score * _boost(keywords, weights)) for memory_id, score, keywords in scored]
         return sorted(hits, key=lambda hit: -hit[1])[:limit] if weights else hits
+
+    async def _common_match(self, terms: Sequence[str], share: float) -> tuple[str, int]:
+        """The MATCH expression for `terms`, and how many times it counts each word (bm25 is divided by it).
+
+        A word held by more than `share` of the memories, and by over COMMON_MIN_DOCS, is common. With both rare
+        and common words, the expression matches memories holding a rare word, and lists every word twice:
+        `(r1 OR r2) AND (r1 OR r2 OR c1 OR c1)`. FTS5's bm25 sums over the expression's phrases, so each
+        memory's score is exactly twice its score for `r1 OR r2 OR c1`, while the memories holding only c1 are
+        never scored. Counting each word's memories stops at the cut, so it costs little even for common words."""
+        if share >= 1.0:
+            return any_of(terms), 1
+        counted = "".join(
+            f", (SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH :t{i} LIMIT (SELECT cut FROM bound) + 1))"
+            for i in range(len(terms))
+        )
+        params: dict[str, Any] = {"least": COMMON_MIN_DOCS, "share": share}
+        params |= {f"t{i}": any_of([t]) for i, t in enumerate(terms)}
+        row = (await self._fetch(f"{_COMMON_CUT} SELECT cut{counted} FROM bound", params))[0]
+        cut, counts = int(row[0]), row[1:]
+        rare = [t for t, n in zip(terms, counts, strict=True) if n <= cut]
+        common = [t for t, n in zip(terms, counts, strict=True) if n > cut]
+        if not rare or not common:
+            return any_of(terms), 1
+        return f"({any_of(rare)}) AND ({any_of(rare)} OR {any_of(common)} OR {any_of(common)})", 2
 
     async def _keyword_weights(self, namespace: str, words: Sequence[str]) -> dict[str, float]:
         wanted = sorted({w.lower() for w in words})
@@ -128,21 +182,14 @@ class RecallQueries:
     async def memories_at(self, namespace: str, positions: Sequence[tuple[int, int]]) -> dict[tuple[int, int], str]:
         """The memory that holds the turn logged at each (segment, offset), where the turn became one: the turn's
         own memory, or once consolidation merged it, the active memory it was merged into."""
-        found: dict[tuple[int, int], str] = {}
-        for segment, offset in positions:
-            rows = await self._fetch(
-                "WITH RECURSIVE up(id, status, next, depth) AS ("
-                "SELECT m.memory_id, m.status, m.superseded_by, 0 FROM turns t "
-                "JOIN memories m ON m.source_turn_id = t.turn_id WHERE t.segment = ? AND t.offset = ? "
-                "AND t.namespace = ? AND m.generation = 0 AND m.media = 'text' "
-                "UNION ALL SELECT p.memory_id, p.status, p.superseded_by, up.depth + 1 FROM up "
-                "JOIN memories p ON p.memory_id = up.next WHERE up.status = 'merged' AND up.depth < 16) "
-                "SELECT id FROM up ORDER BY depth DESC LIMIT 1",
-                (segment, offset, namespace),
-            )
-            if rows:
-                found[(segment, offset)] = rows[0][0]
-        return found
+        if not positions:
+            return {}
+        rows = await self._fetch(OWNERS_SQL, {"positions": json.dumps(positions), "namespace": namespace})
+        deepest: dict[tuple[int, int], tuple[int, str]] = {}
+        for segment, offset, memory_id, depth in rows:  # the end of each turn's chain of merges
+            if depth >= deepest.get((segment, offset), (-1, ""))[0]:
+                deepest[(segment, offset)] = (depth, memory_id)
+        return {position: memory_id for position, (_, memory_id) in deepest.items()}
 
     async def graph_neighbours(
         self,

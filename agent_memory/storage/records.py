@@ -1,7 +1,7 @@
 """SQLite records through aiosqlite: the truth for what is remembered.
 
-One writer connection (every write transaction is `BEGIN IMMEDIATE`, serialised by a lock) and one reader
-connection; WAL lets the reader run beside the writer. Migrations are numbered SQL files applied in order.
+One writer connection (every write transaction is `BEGIN IMMEDIATE`, serialised by a lock) and READERS reader
+connections; WAL lets them read beside the writer and each other. Migrations are numbered SQL files applied in order.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ from agent_memory.storage.rows import (
 )
 from agent_memory.storage.sleep_records import SleepQueries
 
+READERS = 2
+"""Read connections, each with its own thread. A query's reads overlap (the keyword search beside the grep hits'
+lookup, the graph walk beside the rows): WAL lets them run at once instead of queueing on one thread."""
 READER_MMAP_BYTES = 256 << 20
 # Every read drains the projector, which asks this first: it must cost nothing when nothing is pending, so it walks
 # the pending rows (in id order, which is creation order) and never the memories (ORDER BY m.rowid scanned them
@@ -55,8 +58,9 @@ query's few hundred memory rows, scattered over the file, read about 30% faster 
 
 
 class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, CompactionQueries, DigestQueries):
-    def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
-        self._writer, self._reader = writer, reader
+    def __init__(self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection]) -> None:
+        self._writer, self._readers = writer, list(readers)
+        self._busy = [0] * len(self._readers)  # reads in flight on each reader
         self._write_lock = asyncio.Lock()
         self._closed = False
 
@@ -66,17 +70,19 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
             writer = await aiosqlite.connect(path, isolation_level=None)
             await _configure(writer)
             await _migrate(writer)
-            reader = await aiosqlite.connect(path, isolation_level=None)
-            await _configure(reader)
-            await reader.execute(f"PRAGMA mmap_size = {READER_MMAP_BYTES}")
+            readers = [await aiosqlite.connect(path, isolation_level=None) for _ in range(READERS)]
+            for reader in readers:
+                await _configure(reader)
+                await reader.execute(f"PRAGMA mmap_size = {READER_MMAP_BYTES}")
         except sqlite3.Error as exc:
             raise StorageError(f"Cannot open the records database {path}: {exc}") from exc
-        return cls(writer, reader)
+        return cls(writer, readers)
 
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
-            await self._reader.close()
+            for reader in self._readers:
+                await reader.close()
             await self._writer.close()
 
     @asynccontextmanager
@@ -97,10 +103,14 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
     async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]:
         if self._closed:
             raise ClosedError("SqliteRecords")
+        chosen = self._busy.index(min(self._busy))  # the idlest reader: a slow search does not hold up the rest
+        self._busy[chosen] += 1
         try:
-            return list(await self._reader.execute_fetchall(sql, params))  # one hop to the reader's thread
+            return list(await self._readers[chosen].execute_fetchall(sql, params))  # one hop to its thread
         except sqlite3.Error as exc:
             raise StorageError(f"SQLite read failed: {exc}") from exc
+        finally:
+            self._busy[chosen] -= 1
 
     # ----- turns -------------------------------------------------------------------------------------
 

@@ -343,3 +343,22 @@ async def test_grep_hits_find_their_memories_in_one_query_by_index(manager: Memo
     owners = await manager.records.memories_at("default", [(r[0], r[1]) for r in turns] + [(99, 0)])
     assert owners == {(r[0], r[1]): r[2] for r in turns} and sorted(owners.values()) == sorted(ids)
     assert await manager.records.memories_at("other", [(r[0], r[1]) for r in turns]) == {}
+
+
+async def test_a_read_looks_for_projector_work_only_after_a_commit_that_can_leave_some(manager: MemoryManager) -> None:
+    """Every read drains the projector first. A retrieval's own record (access, event) leaves the projector
+    nothing, so the next read skips the look; a commit that queues an outbox row is always applied."""
+    ids = await add(manager, "s", ["Ines sails to Porto.", "Tom sails too."], NOW)
+    await manager.retrieve("Who sails to Porto?", now=NOW)
+    await manager.settle()
+    seen = manager.records.commits
+    await manager.retrieve("Who sails?", now=NOW)
+    await manager.settle()
+    assert manager.records.commits == seen  # the record was written, and promised no projector work
+    async with manager.records.transaction() as db:
+        await db.execute(
+            "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)", (ids[0], NOW.isoformat())
+        )
+    assert manager.records.commits == seen + 1
+    assert await manager.projector.drain() == 1 and await manager.records.pending_outbox_count() == 0
+    assert await manager.projector.drain() == 0

@@ -75,6 +75,7 @@ class Projector:
         self._keywords = keywords
         self._clock, self._batch, self._retry, self._delay = clock, batch, retry_delay, delay
         self._lock = asyncio.Lock()
+        self._clean_at = -1  # records.commits when nothing was last found pending
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.applied = 0
@@ -107,8 +108,13 @@ class Projector:
     async def drain(self) -> int:
         """Apply every pending outbox row and derive every pending memory's keywords; returns how many outbox rows
         were applied."""
-        if not self._lock.locked() and not await self._records.has_pending():
-            return 0  # the common case for a read: nothing to apply, one query instead of the lock and two
+        if not self._lock.locked():  # the common case for a read: nothing to apply
+            if self._records.commits == self._clean_at:
+                return 0  # nothing was written since the store was last seen with nothing pending: no query at all
+            seen = self._records.commits
+            if not await self._records.has_pending():
+                self._clean_at = seen
+                return 0
         applied = 0
         async with self._lock:
             while items := await self._records.pending_outbox(self._batch):

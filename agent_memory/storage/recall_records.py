@@ -96,7 +96,7 @@ class RecallQueries:
 
         async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
 
-        def transaction(self) -> AbstractAsyncContextManager[Any]: ...
+        def transaction(self, *, projected: bool = True) -> AbstractAsyncContextManager[Any]: ...
 
     async def keyword_search(
         self,
@@ -255,7 +255,7 @@ class RecallQueries:
         k: int,
         results: Sequence[tuple[str, float]],
     ) -> None:
-        async with self.transaction() as db:
+        async with self.transaction(projected=False) as db:
             await db.execute(
                 "INSERT INTO retrieval_events (retrieval_id, namespace, query, at, k, result_ids, top_score) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -279,7 +279,7 @@ class RecallQueries:
             )
 
     async def open_gap(self, gap: RetrievalGap, vector: bytes | None) -> None:
-        async with self.transaction() as db:
+        async with self.transaction(projected=False) as db:
             await db.execute(
                 "INSERT INTO retrieval_gaps (gap_id, namespace, query, keywords, vector, best_score, opened_at, "
                 "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

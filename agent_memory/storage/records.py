@@ -61,6 +61,7 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
     def __init__(self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection]) -> None:
         self._writer, self._readers = writer, list(readers)
         self._busy = [0] * len(self._readers)  # reads in flight on each reader
+        self.commits = 0  # committed write transactions that may have left the projector work (outbox rows, keywords)
         self._write_lock = asyncio.Lock()
         self._closed = False
 
@@ -86,7 +87,9 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
             await self._writer.close()
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self, *, projected: bool = True) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction. `projected=False` promises it adds no outbox or pending_keywords row (a
+        retrieval's record): the projector then need not look for work after it (commits)."""
         if self._closed:
             raise ClosedError("SqliteRecords")
         async with self._write_lock:
@@ -94,6 +97,8 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
                 await self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
                 await self._writer.execute("COMMIT")
+                if projected:
+                    self.commits += 1
             except BaseException as exc:
                 await self._writer.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):

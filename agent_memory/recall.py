@@ -81,6 +81,7 @@ class Recall:
         self.records, self.vectors = records, vectors
         self.embedder, self.grep, self.config = embedder, grep, config
         self.images = images  # the image embedder, once image memory is known to be on (None when it is off)
+        self._images_known: dict[str, tuple[int, bool]] = {}  # namespace -> (records.commits, has images)
 
     async def run(self, query: Query, *, settled: Callable[[], Awaitable[None]] | None = None) -> Recalled:
         """Search every layer, walk the graph, rank. `settled` is awaited before the candidates' rows are read:
@@ -95,20 +96,23 @@ class Recall:
         hit_ids = [i for hits in rankings.values() for i, _ in hits]
         if settled is not None:
             await settled()
-        if query.as_of is None:  # the walk needs only the hits' ids: it runs while their rows are read
-            walk = _timed(timings, "graph", self._walk(rankings, query.namespace))
+        config = self.config.retrieval
+        if query.as_of is None:  # the walk needs only the fused hits: it runs while their rows are read
+            fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+            walk = _timed(timings, "graph", self._walk(fused[0], query.namespace))
             memories, steps = await asyncio.gather(self.records.get_memories(hit_ids), walk)
         else:  # what was not known then neither ranks nor seeds the walk
             memories = {i: m for i, m in (await self.records.get_memories(hit_ids)).items() if _known(m, query.as_of)}
             rankings = {name: [h for h in hits if h[0] in memories] for name, hits in rankings.items()}
-            steps = await _timed(timings, "graph", self._walk(rankings, query.namespace))
+            fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+            steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace))
         missing = [s.memory_id for s in steps if s.memory_id not in memories]
         if missing:
             found = await self.records.get_memories(missing)
             memories |= {i: m for i, m in found.items() if query.as_of is None or _known(m, query.as_of)}
         signals = Signals(query.now, query.mood, window, prefers_assistant(query.text))
         started = time.perf_counter()
-        ranked = rank(rankings, steps, memories, signals, config=self.config.retrieval, decay=self.config.decay)
+        ranked = rank(rankings, steps, memories, signals, config=config, decay=self.config.decay, fused=fused)
         timings["rank"] = (time.perf_counter() - started) * 1000
         semantic = rankings.get("semantic")
         searched = self.config.retrieval.semantic_weight > 0 and bool(query.text.strip())
@@ -183,7 +187,7 @@ class Recall:
             return {}
         vector = query.image
         if vector is None:
-            if self.images is None or not await self.records.has_images(query.namespace):
+            if self.images is None or not await self._has_images(query.namespace):
                 return {}
             clip = await self.images()
             if clip is None:
@@ -196,6 +200,14 @@ class Recall:
         where = {"namespace": query.namespace, "status": "active"}
         search = self.vectors.search(IMAGE, vector.tolist(), limit=limit, where=where)
         return await _layer(timings, "image", _pairs(search))
+
+    async def _has_images(self, namespace: str) -> bool:
+        """Whether the namespace holds an image memory, asked again only after a commit that may have added one."""
+        commits = self.records.commits
+        known = self._images_known.get(namespace)
+        if known is None or known[0] != commits:
+            known = self._images_known[namespace] = (commits, await self.records.has_images(namespace))
+        return known[1]
 
     async def _time_layer(self, vector: np.ndarray, namespace: str, window: TimeWindow, limit: int) -> Hits:
         """The memories inside the window, ranked by similarity to the query: what no text match would find."""
@@ -218,11 +230,11 @@ class Recall:
         ranked = [(owners[(h.segment, h.offset)], float(len(h.terms))) for h in hits if (h.segment, h.offset) in owners]
         return list(dict(reversed(ranked)).items())[::-1]  # each memory once, at its best rank
 
-    async def _walk(self, rankings: Mapping[str, Hits], namespace: str) -> list[GraphStep]:
+    async def _walk(self, base: Mapping[str, float], namespace: str) -> list[GraphStep]:
+        """The graph steps from the best fused hits (`base`: fused score by memory)."""
         config = self.config.retrieval
         if config.graph_depth == 0 or config.graph_seeds == 0 or config.graph_weight == 0:
             return []
-        base, _ = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
         seeds = seeds_of(base, config.graph_seeds)
         return await self.records.graph_neighbours(
             seeds, namespace, depth=config.graph_depth, fanout=config.entity_fanout

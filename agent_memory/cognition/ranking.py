@@ -144,9 +144,13 @@ def rank(
     *,
     config: RetrievalConfig,
     decay: DecayConfig,
+    fused: tuple[Mapping[str, float], Mapping[str, Mapping[str, LayerHit]]] | None = None,
 ) -> Ranked:
-    """Fuse, walk, lift and weight every candidate; return them all, best first, each explained."""
-    base, layers = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+    """Fuse, walk, lift and weight every candidate; return them all, best first, each explained. `fused` is
+    fuse_layers' answer for these rankings when the caller already has it (the walk's seeds came from it)."""
+    if fused is None:
+        fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+    base, layers = fused
     # Session lift and neighbour hops are for turns of text: an image is ranked by what it looks like, or else a
     # picture from a matching session would outrank the very picture asked about.
     local = {i for i, m in memories.items() if m.media is Media.TEXT and len(m.content) <= config.locality_max_chars}

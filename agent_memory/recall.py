@@ -92,24 +92,28 @@ class Recall:
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
         embedded: dict[str, np.ndarray] = {}
-        rankings = await self._layers(parsed.remainder or query.text, query.text, query, window, timings, embedded)
-        hit_ids = [i for hits in rankings.values() for i, _ in hits]
-        if settled is not None:
-            await settled()
-        config = self.config.retrieval
-        if query.as_of is None:  # the walk needs only the fused hits: it runs while their rows are read
-            fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
-            walk = _timed(timings, "graph", self._walk(fused[0], query.namespace))
-            memories, steps = await asyncio.gather(self.records.get_memories(hit_ids), walk)
-        else:  # what was not known then neither ranks nor seeds the walk
-            memories = {i: m for i, m in (await self.records.get_memories(hit_ids)).items() if _known(m, query.as_of)}
-            rankings = {name: [h for h in hits if h[0] in memories] for name, hits in rankings.items()}
-            fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
-            steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace))
-        missing = [s.memory_id for s in steps if s.memory_id not in memories]
-        if missing:
-            found = await self.records.get_memories(missing)
-            memories |= {i: m for i, m in found.items() if query.as_of is None or _known(m, query.as_of)}
+        rows = _Rows(self.records, settled)
+        try:
+            rankings = await self._layers(
+                parsed.remainder or query.text, query.text, query, window, timings, embedded, rows
+            )
+            hit_ids = [i for hits in rankings.values() for i, _ in hits]
+            config = self.config.retrieval
+            if query.as_of is None:  # the walk needs only the fused hits: it runs while the last rows are read
+                fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+                walk = _timed(timings, "graph", self._walk(fused[0], query.namespace))
+                memories, steps = await asyncio.gather(rows.read(hit_ids), walk)
+            else:  # what was not known then neither ranks nor seeds the walk
+                memories = {i: m for i, m in (await rows.read(hit_ids)).items() if _known(m, query.as_of)}
+                rankings = {name: [h for h in hits if h[0] in memories] for name, hits in rankings.items()}
+                fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+                steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace))
+            missing = [s.memory_id for s in steps if s.memory_id not in memories]
+            if missing:
+                found = await rows.read(missing)
+                memories |= {i: m for i, m in found.items() if query.as_of is None or _known(m, query.as_of)}
+        finally:
+            rows.cancel()
         signals = Signals(query.now, query.mood, window, prefers_assistant(query.text))
         started = time.perf_counter()
         ranked = rank(rankings, steps, memories, signals, config=config, decay=self.config.decay, fused=fused)
@@ -128,9 +132,11 @@ class Recall:
         window: TimeWindow | None,
         timings: dict[str, float],
         embedded: dict[str, np.ndarray],
+        rows: _Rows,
     ) -> dict[str, Hits]:
-        """Keyword, grep and the vector layers concurrently; each layer's hits best first. An image query with no
-        text runs the image layer alone. The query text's embedding is left in `embedded["text"]`."""
+        """Keyword, grep and the vector layers concurrently; each layer's hits best first, and their rows asked
+        for as soon as the layer ends (read while slower layers still run). An image query with no text runs the
+        image layer alone. The query text's embedding is left in `embedded["text"]`."""
         config = self.config.retrieval
         limit = query.limit or config.candidate_limit
         jobs: list[Awaitable[dict[str, Hits]]] = [self._image_layer(query, limit, timings)]
@@ -147,7 +153,7 @@ class Recall:
         if full:
             jobs.append(self._vector_layers(full, query.namespace, window, limit, timings, embedded))
         rankings: dict[str, Hits] = {}
-        for found in await asyncio.gather(*jobs):
+        for found in await asyncio.gather(*(rows.asking(job) for job in jobs)):
             rankings.update(found)
         return {name: hits for name, hits in rankings.items() if hits}
 
@@ -252,6 +258,48 @@ class Recall:
         if anchor.relation == "before":
             return TimeWindow(None, at, anchor.event)
         return TimeWindow(at, None, anchor.event)
+
+
+class _Rows:
+    """The candidates' rows, read as the search layers end: while grep scans a large log, the other layers'
+    rows are already being read. Each read first awaits `settled` (the last retrieval's access record, which
+    the ranking's decay reads)."""
+
+    def __init__(self, records: SqliteRecords, settled: Callable[[], Awaitable[None]] | None) -> None:
+        self._records, self._settled = records, settled
+        self._asked: set[str] = set()
+        self._reads: list[asyncio.Task[dict[str, Memory]]] = []
+
+    async def asking(self, layer: Awaitable[dict[str, Hits]]) -> dict[str, Hits]:
+        found = await layer
+        self.ask([i for hits in found.values() for i, _ in hits])
+        return found
+
+    def ask(self, memory_ids: Sequence[str]) -> None:
+        wanted = [i for i in dict.fromkeys(memory_ids) if i not in self._asked]
+        if wanted:
+            self._asked.update(wanted)
+            self._reads.append(asyncio.create_task(self._read(wanted)))
+
+    async def _read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        if self._settled is not None:
+            await self._settled()
+        return await self._records.get_memories(memory_ids)
+
+    async def read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """The rows of `memory_ids` and of every id asked for before (a memory that does not exist is absent)."""
+        self.ask(memory_ids)
+        found: dict[str, Memory] = {}
+        for part in await asyncio.gather(*self._reads):
+            found |= part
+        return found
+
+    def cancel(self) -> None:
+        """Stop the reads nobody will wait for (the retrieval failed or was cancelled)."""
+        for read in self._reads:
+            if read.done() and not read.cancelled():
+                read.exception()  # retrieved: a failed read has already failed the retrieval
+            read.cancel()
 
 
 def _known(memory: Memory, as_of: datetime) -> bool:

@@ -154,8 +154,9 @@ async def test_a_miss_opens_a_retrieval_gap_and_a_hit_does_not(manager: MemoryMa
 
 async def test_a_retrieval_is_recorded_after_it_returns_and_before_the_next_read(manager: MemoryManager) -> None:
     target = await add(manager, "s", ["I prefer oat milk flat whites."], NOW)
-    for _ in range(3):  # each record waits for the one before it
-        await manager.retrieve("oat milk", k=1)
+    for seen in range(3):  # each record waits for the one before it, and each read sees the records before it
+        (found,) = await manager.retrieve("oat milk", k=1)
+        assert found.memory.memory_id == target[0] and found.memory.access_count == seen
     await manager.context("oat milk", budget_tokens=100)
     memory = await manager.get(target[0])
     assert memory.access_count == 4

@@ -218,11 +218,11 @@ class Recall:
     async def _time_layer(self, vector: np.ndarray, namespace: str, window: TimeWindow, limit: int) -> Hits:
         """The memories inside the window, ranked by similarity to the query: what no text match would find."""
         rows = await self.records.memories_between(namespace, window.start, window.end, limit=TIME_LAYER_SCAN)
-        scored = [
-            (memory_id, float(np.frombuffer(blob, dtype="<f4") @ vector))
-            for memory_id, blob in rows
-            if blob is not None
-        ]
+        stored = [(memory_id, blob) for memory_id, blob in rows if blob is not None]
+        if not stored:
+            return []
+        similarity = np.frombuffer(b"".join(blob for _, blob in stored), dtype="<f4").reshape(len(stored), -1) @ vector
+        scored = [(memory_id, float(score)) for (memory_id, _), score in zip(stored, similarity, strict=True)]
         return sorted(scored, key=lambda s: -s[1])[:limit]
 
     async def _grep(self, terms: Sequence[str], namespace: str, limit: int) -> Hits:

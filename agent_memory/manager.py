@@ -164,6 +164,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 grep=RipgrepJournalSearch(data_dir / "logs"),
                 config=self.config,
                 images=self._images_on,
+                recent=self._last_vector.recent,
             )
             await self._recover_unindexed_turns()
             await self.projector.drain()

@@ -77,11 +77,13 @@ class Recall:
         grep: RipgrepJournalSearch,
         config: Config,
         images: Callable[[], Awaitable[ClipEmbedder | None]] | None = None,
+        recent: Callable[[str], np.ndarray | None] | None = None,
     ) -> None:
         self.records, self.vectors = records, vectors
         self.embedder, self.grep, self.config = embedder, grep, config
         self.images = images  # the image embedder, once image memory is known to be on (None when it is off)
         self._images_known: dict[str, tuple[int, bool]] = {}  # namespace -> (records.commits, has images)
+        self.recent = recent  # the vector of a text the write path has just embedded, if it has
 
     async def run(self, query: Query, *, settled: Callable[[], Awaitable[None]] | None = None) -> Recalled:
         """Search every layer, walk the graph, rank. `settled` is awaited before the candidates' rows are read:
@@ -172,7 +174,10 @@ class Recall:
         timed = window is not None and config.time_layer_weight > 0
         if not (wanted or timed):
             return {}
-        vector = embedded["text"] = (await _timed(timings, "embed", self.embedder.embed([text])))[0]
+        vector = self.recent(text) if self.recent is not None else None
+        if vector is None:  # a text the write path embedded a moment ago ("embed" is then absent from timings)
+            vector = (await _timed(timings, "embed", self.embedder.embed([text])))[0]
+        embedded["text"] = vector
         jobs: list[Awaitable[dict[str, Hits]]] = []
         if wanted:
             where = {"namespace": namespace, "status": "active"}

@@ -363,3 +363,27 @@ async def test_a_read_looks_for_projector_work_only_after_a_commit_that_can_leav
     assert manager.records.commits == seen + 1
     assert await manager.projector.drain() == 1 and await manager.records.pending_outbox_count() == 0
     assert await manager.projector.drain() == 0
+
+
+async def test_asking_about_the_message_just_stored_needs_no_second_pass_through_the_model(
+    manager: MemoryManager,
+) -> None:
+    """An agent stores the user's message, then asks its memory about it: the write path's vector of that text
+    is the query's, so retrieval skips the model. Any other text is embedded as usual."""
+    said = "Remind me: the dentist moved my appointment to Friday at 4pm."
+    await add(manager, "s", ["I moved to Porto in May.", said], NOW)
+    again = await manager.recall(said, now=NOW)
+    assert "embed" not in again.timings and again.vector is not None
+    (fresh,) = await manager.embedder.embed([said])
+    assert np.allclose(again.vector, fresh, atol=1e-5)
+    assert again.ranked.results[0].memory.content == said
+    other = await manager.recall("When is the dentist?", now=NOW)
+    assert "embed" in other.timings
+
+
+def test_the_recent_texts_are_bounded_and_shared_across_sessions() -> None:
+    cache = TurnVectors(recent=2)
+    cache.remember([(("default", "a"), "one", np.ones(3)), (("default", "b"), "two", np.full(3, 2.0))])
+    assert cache.recent("one") is not None and float(cache.recent("two")[0]) == 2.0  # type: ignore[index]
+    cache.remember([(("other", "c"), "three", np.full(3, 3.0))])
+    assert cache.recent("one") is None and cache.recent("three") is not None  # the oldest text left

@@ -54,12 +54,18 @@ class TurnVectors:
     At most `per_session` turns a session and `limit` vectors in all (15 MiB at 384 dimensions); when full, the
     cache is cleared, and a miss costs one more pass through the model."""
 
-    def __init__(self, per_session: int = 4, limit: int = 10_000) -> None:
-        self.per_session, self.sessions = per_session, max(1, limit // per_session)
+    def __init__(self, per_session: int = 4, limit: int = 10_000, recent: int = 64) -> None:
+        self.per_session, self.sessions, self.recent_limit = per_session, max(1, limit // per_session), recent
         self._latest: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+        self._recent: dict[str, np.ndarray] = {}  # the last `recent` texts embedded, in any session
 
     def get(self, session: tuple[str, str], text: str) -> np.ndarray | None:
         return self._latest.get(session, {}).get(text)
+
+    def recent(self, text: str) -> np.ndarray | None:
+        """The vector of `text` when it was one of the last turns embedded, whatever its session: an agent asks
+        its memory about the message it has just stored, and the query then needs no pass through the model."""
+        return self._recent.get(text)
 
     def remember(self, items: list[tuple[tuple[str, str], str, np.ndarray]]) -> None:
         """(session, text, vector) in the order the turns were said: each session keeps its latest."""
@@ -71,6 +77,10 @@ class TurnVectors:
             latest[text] = vector
             if len(latest) > self.per_session:
                 del latest[next(iter(latest))]
+            self._recent.pop(text, None)
+            self._recent[text] = vector
+            if len(self._recent) > self.recent_limit:
+                del self._recent[next(iter(self._recent))]
 
 
 def session_surprise(vector: np.ndarray, before: list[np.ndarray]) -> float:

@@ -69,7 +69,7 @@ class RetrievalConfig(_Section):
     keyword_weight: float = Field(default=1.0, ge=0.0)
     """Weight of the FTS5 BM25 layer in reciprocal rank fusion; 0 turns the layer off."""
     keyword_common_share: float = Field(default=0.05, gt=0.0, le=1.0)
-    """A query word found in more than this share of the memories (and in over 500) is common: the keyword layer
+    """A query word found in more than this share of the memories (and by over 2,000) is common: the keyword layer
     then ranks only memories holding one of the query's rarer words, scored on every word, as Lucene's
     CommonTermsQuery does. BM25 gives a common word little weight, but scoring each memory that holds it is the
     layer's whole cost (100k memories: 41 -> 20 ms p95). 1.0 ranks every match."""
@@ -285,7 +285,8 @@ class Config(_Section):
     projector_batch: int = Field(default=256, ge=1)
     projector_delay: timedelta = timedelta(seconds=1)
     """How long the background projector gathers outbox rows before applying them in one batch. Reads, flush()
-    and close() apply pending rows at once, so this never makes a read stale."""
+    and close() apply pending rows at once (a search their vector part and keywords: retrieval does not read the
+    graph), so this never makes a read stale."""
     journal: JournalConfig = JournalConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     vectors: VectorsConfig = VectorsConfig()

@@ -344,6 +344,8 @@ class OutboxItem:
     scope: str = "all"
     """"all": project the memory to the graph and the vectors; "vectors": to the vectors only; "payload": only its
     tier or status changed, which the vector payload carries and the graph does not."""
+    vectors_done: bool = False
+    """The row's vector part is applied (a read did it); the graph part is what is left."""
 
 
 @dataclass(frozen=True, slots=True)

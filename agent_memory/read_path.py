@@ -142,7 +142,7 @@ class ReadPath:
         reference = self._aware(now, "now") or self.clock()
         mood = check_emotion(emotional_context)
         seen = None if image is None else await self._query_image(image)
-        await self.projector.drain()
+        await self.projector.drain_for_reads()  # what this read searches; the graph is the background's
         known = self._aware(as_of, "as_of")
         asked = Query(query, namespace, reference, mood, known, limit, seen, without)
         return await self._reader.run(asked, settled=self._recorded)  # the last record lands while this searches

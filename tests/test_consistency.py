@@ -202,3 +202,26 @@ async def test_an_unreadable_vector_shard_is_set_aside_and_rebuilt(config: Confi
         assert (await manager.retrieve("Lisbon", k=1))[0].memory.content.startswith("note")
         assert (await manager.doctor()).consistent
     assert (config.data_dir / "vectors.broken" / "text").exists()
+
+
+async def test_a_read_projects_the_vectors_it_searches_and_leaves_the_graph_to_the_projector(
+    config: Config, embedder: Embedder
+) -> None:
+    """A retrieval right after a turn applies the new memory's vector part itself; its graph part (Kuzu, which
+    retrieval does not read) stays queued for the background projector, and a full drain finishes it."""
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await manager.projector.stop()  # nothing drains behind the test's back
+        stored = await manager.process_turn("s1", 0, "Our dog Biscuit needs knee surgery next Tuesday.")
+        assert stored.memory_id is not None
+        results = await manager.retrieve("when is the dog's surgery")
+        assert results[0].memory.memory_id == stored.memory_id and "semantic" in results[0].layers
+        assert stored.memory_id in await manager.vectors.ids("text")
+        assert stored.memory_id not in await manager.graph.memory_ids()
+        async with manager.records.transaction() as db:
+            rows = await db.execute_fetchall("SELECT vectors_at IS NOT NULL, done_at IS NOT NULL FROM outbox")
+            waiting = await db.execute_fetchall("SELECT count(*) FROM pending_keywords")
+        assert [tuple(r) for r in rows] == [(1, 0)]
+        assert waiting[0][0] == 0 and results[0].memory.keywords  # the read derived the new memory's keywords
+        assert await manager.projector.drain() == 1
+        assert stored.memory_id in await manager.graph.memory_ids()
+        assert (await manager.stats())["pending_outbox"] == 0 and (await manager.doctor()).consistent

@@ -74,8 +74,10 @@ class Projector:
         self._records, self._graph, self._vectors = records, graph, vectors
         self._keywords = keywords
         self._clock, self._batch, self._retry, self._delay = clock, batch, retry_delay, delay
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # the whole drain
+        self._read_lock = asyncio.Lock()  # the vector parts and the keywords, which reads apply themselves
         self._clean_at = -1  # records.commits when nothing was last found pending
+        self._read_clean_at = -1  # records.commits when nothing a read needs was last found pending
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.applied = 0
@@ -106,9 +108,9 @@ class Projector:
                 self._wake.set()
 
     async def drain(self) -> int:
-        """Apply every pending outbox row and derive every pending memory's keywords; returns how many outbox rows
-        were applied."""
-        if not self._lock.locked():  # the common case for a read: nothing to apply
+        """Apply every pending outbox row (its vector part first, then its graph part) and derive every pending
+        memory's keywords; returns how many outbox rows were applied."""
+        if not self._lock.locked():  # nothing to apply is the common case
             if self._records.commits == self._clean_at:
                 return 0  # nothing was written since the store was last seen with nothing pending: no query at all
             seen = self._records.commits
@@ -117,11 +119,30 @@ class Projector:
                 return 0
         applied = 0
         async with self._lock:
+            await self.drain_for_reads()
             while items := await self._records.pending_outbox(self._batch):
-                await self._apply(items)
+                await self._apply_graph(items)
+                applied += len(items)
+        self.applied += applied
+        return applied
+
+    async def drain_for_reads(self) -> int:
+        """What a search needs first: the vector part of every pending row (payloads, vectors, deletions) and the
+        pending keywords. The graph part waits for drain(), which the background task runs: retrieval walks
+        SQLite, not Kuzu. Returns how many rows' vector parts it applied."""
+        if not self._read_lock.locked():
+            if self._records.commits == self._read_clean_at:
+                return 0
+            seen = self._records.commits
+            if not await self._records.has_pending_for_reads():
+                self._read_clean_at = seen
+                return 0
+        applied = 0
+        async with self._read_lock:
+            while items := await self._records.pending_outbox(self._batch, vectors=True):
+                await self._apply_vectors(items)
                 applied += len(items)
             await self._derive_keywords()
-        self.applied += applied
         return applied
 
     async def _derive_keywords(self) -> None:
@@ -134,7 +155,7 @@ class Projector:
             )
             await self._records.set_keywords(found)
 
-    async def _apply(self, items: Sequence[OutboxItem]) -> None:
+    async def _apply_vectors(self, items: Sequence[OutboxItem]) -> None:
         widest = _widest_scopes(items)
         try:
             payload = [i for i, scope in widest.items() if scope == "payload"]
@@ -142,14 +163,30 @@ class Projector:
             rest = [i for i, scope in widest.items() if scope != "payload"]
             memories = await self._records.get_memories(rest)
             gone += [MemoryId(i) for i in rest if i not in memories]
-            if changed := {i: m for i, m in memories.items() if widest[i] == "all"}:
-                await self._project(changed)
-            if vectors_only := {i: m for i, m in memories.items() if widest[i] == "vectors"}:
-                await self._project_vectors(vectors_only)
+            if memories:
+                await self._project_vectors(memories)
             if gone:
-                await self._graph.delete_memories(gone)
                 await self._vectors.delete(TEXT, gone)
                 await self._vectors.delete(IMAGE, gone)
+        except Exception as exc:
+            await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock(), error=repr(exc))
+            raise
+        await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock(), vectors_only=True)
+
+    async def _apply_graph(self, items: Sequence[OutboxItem]) -> None:
+        """The graph part of rows whose vector part is applied: each 'all' memory as it is now, and the memories
+        that are gone."""
+        if undone := [i for i in items if not i.vectors_done]:  # written since drain_for_reads looked
+            async with self._read_lock:
+                await self._apply_vectors(undone)
+        widest = _widest_scopes(items)
+        try:
+            wanted = [i for i, scope in widest.items() if scope == "all"]
+            present = set(await self._records.memory_ids_among(list(widest)))
+            if changed := [i for i in wanted if i in present]:
+                await self._graph.upsert_memories(await self._records.graph_memories(changed))
+            if gone := [MemoryId(i) for i in widest if i not in present]:
+                await self._graph.delete_memories(gone)
         except Exception as exc:
             await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock(), error=repr(exc))
             raise
@@ -169,14 +206,9 @@ class Projector:
         found = {state[0] for state in states}
         return [MemoryId(i) for i in memory_ids if i not in found]
 
-    async def _project(self, memories: dict[str, Memory]) -> None:
-        """Each memory as it is now: graph node and edges, its text vector, its CLIP vector if it is an image.
-        A memory with no text vector (an image without a caption) is taken out of the text collection."""
-        await self._graph.upsert_memories(await self._records.graph_memories(list(memories)))
-        await self._project_vectors(memories)
-
     async def _project_vectors(self, memories: dict[str, Memory]) -> None:
-        """The vectors alone, with their payloads as the memories are now."""
+        """Each memory's text vector and, for an image, its CLIP vector, with their payloads as the memories are
+        now. A memory with no text vector (an image without a caption) is taken out of the text collection."""
         text = await self._records.stored_vectors(memories)
         images = await self._records.stored_vectors(memories, image=True)
         await self._vectors.upsert(TEXT, vector_items(text))

@@ -20,8 +20,10 @@ KEYWORD_FLOOR = 1e-3
 speaker's name in a small transcript). Beside a hit that scores, such a hit is noise and gets no rank in the
 keyword layer; when no hit scores (a store of one or two memories), they are all the layer has, and stay."""
 
-COMMON_MIN_DOCS = 500
-"""The keyword layer never calls a word common while it is held by this many memories or fewer."""
+COMMON_MIN_DOCS = 2000
+"""The keyword layer never calls a word common while it is held by this many memories or fewer: scoring that many
+costs FTS5 about 4 ms (~2 µs a memory), a price worth an exact ranking. On the 10k synthetic store a floor of 500
+changed the layer's top 10 for 31 of 162 queries; 2,000 changes none there, and 8 of 163 at 100k."""
 
 OVERFETCH = 2
 """The keyword layer ranks the best OVERFETCH x its cut among all memories first, and only then joins them with

@@ -232,6 +232,17 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
             grouped.setdefault(memory_id, []).append(entity)
         return {k: tuple(v) for k, v in grouped.items()}
 
+    async def memory_ids_among(self, memory_ids: Sequence[str]) -> list[str]:
+        """Those of `memory_ids` that exist."""
+        found: list[str] = []
+        for start in range(0, len(memory_ids), 500):
+            chunk = memory_ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found += [
+                r[0] for r in await self._fetch(f"SELECT memory_id FROM memories WHERE memory_id IN ({marks})", chunk)
+            ]
+        return found
+
     async def has_memories(self) -> bool:
         return bool(await self._fetch("SELECT 1 FROM memories LIMIT 1"))
 
@@ -271,13 +282,23 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
 
     # ----- outbox ------------------------------------------------------------------------------------
 
-    async def pending_outbox(self, limit: int) -> list[OutboxItem]:
+    async def pending_outbox(self, limit: int, *, vectors: bool = False) -> list[OutboxItem]:
+        """The oldest rows not yet done; with `vectors`, only those whose vector part is not applied yet."""
+        pending = "vectors_at IS NULL AND done_at IS NULL" if vectors else "done_at IS NULL"
         rows = await self._fetch(
-            "SELECT outbox_id, op, memory_id, attempts, scope FROM outbox WHERE done_at IS NULL "
+            f"SELECT outbox_id, op, memory_id, attempts, scope, vectors_at IS NOT NULL FROM outbox WHERE {pending} "
             "ORDER BY outbox_id LIMIT ?",
             (limit,),
         )
-        return [OutboxItem(r[0], r[1], MemoryId(r[2]), r[3], r[4]) for r in rows]
+        return [OutboxItem(r[0], r[1], MemoryId(r[2]), r[3], r[4], bool(r[5])) for r in rows]
+
+    async def has_pending_for_reads(self) -> bool:
+        """Whether an outbox row's vector part or a memory's keywords wait: what a read applies before it searches."""
+        rows = await self._fetch(
+            "SELECT EXISTS (SELECT 1 FROM outbox WHERE vectors_at IS NULL AND done_at IS NULL) "
+            "OR EXISTS (SELECT 1 FROM pending_keywords)"
+        )
+        return bool(rows[0][0])
 
     async def has_pending(self) -> bool:
         """Whether any outbox row or memory's keywords wait for the projector: one indexed probe per table, asked by
@@ -307,12 +328,20 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
             )
             await db.executemany("DELETE FROM pending_keywords WHERE memory_id = ?", [(m,) for m, _, _ in found])
 
-    async def mark_outbox(self, done: Sequence[int], *, now: datetime, error: str | None = None) -> None:
+    async def mark_outbox(
+        self, done: Sequence[int], *, now: datetime, error: str | None = None, vectors_only: bool = False
+    ) -> None:
+        """Stamp rows applied (`vectors_only`: their vector part alone), or count a failed attempt with `error`."""
         async with self.transaction() as db:
-            if error is None:
+            if error is None and vectors_only:
                 await db.executemany(
-                    "UPDATE outbox SET done_at = ?, attempts = attempts + 1 WHERE outbox_id = ?",
-                    [(ts(now), i) for i in done],
+                    "UPDATE outbox SET vectors_at = ? WHERE outbox_id = ?", [(ts(now), i) for i in done]
+                )
+            elif error is None:
+                await db.executemany(
+                    "UPDATE outbox SET done_at = ?, vectors_at = coalesce(vectors_at, ?), attempts = attempts + 1 "
+                    "WHERE outbox_id = ?",
+                    [(ts(now), ts(now), i) for i in done],
                 )
             else:
                 await db.executemany(

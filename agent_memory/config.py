@@ -163,7 +163,8 @@ class SleepConfig(_Section):
     replay_k: int = Field(default=10, ge=1)
     """Replay scores a query by the reciprocal rank of its memory within the first replay_k results (0 below)."""
     compaction_budget: timedelta = timedelta(seconds=60)
-    """Consolidation starts no new batch of merges after running this long; the next run goes on from there."""
+    """Consolidation starts no batch of merges that, judged by the batch before it, would end after running this
+    long; the next run goes on from there."""
     compaction_max_merges: int = Field(default=100, ge=0)
     """Merges tried per namespace per run (each costs a few retrievals); the next run goes on from there."""
     digest_similarity: float = Field(default=0.35, ge=-1.0, le=1.0)

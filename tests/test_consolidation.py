@@ -16,6 +16,7 @@ from agent_memory import MemoryManager, TurnInput
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.models import Memory, MemoryStatus, MemoryType, Tier
+from agent_memory.sleep.consolidation import batch_fits
 from agent_memory.sleep.groups import GroupRules, MergeCandidate, candidate_groups, keyword_words, overlap
 from agent_memory.sleep.jobs import run_job
 from agent_memory.sleep.merge import extractive_merge, merged_memory, replay_queries
@@ -317,3 +318,9 @@ async def test_a_run_past_its_budget_defers_the_rest_to_the_next(config: Config,
         run = await manager.run_compaction(now=LATER)
         assert run.counts["groups"] == run.counts["deferred"] == 1 and run.counts["accepted"] == 0
         assert await manager.records.compactions() == []
+
+
+def test_a_batch_starts_only_when_the_one_before_says_it_ends_within_the_budget() -> None:
+    assert batch_fits(10.0, 60.0, None)  # the first batch: only the deadline counts
+    assert batch_fits(40.0, 60.0, 20.0) and not batch_fits(45.0, 60.0, 20.0)
+    assert not batch_fits(61.0, 60.0, None)

@@ -70,15 +70,25 @@ async def run_compaction(manager: MemoryManager, now: datetime) -> dict[str, Any
         counts["undone_trials"] += 1
     await manager.flush()
     deadline = time.monotonic() + manager.config.sleep.compaction_budget.total_seconds()
+    last: float | None = None  # seconds the previous batch took
     for namespace in await manager.records.memory_namespaces():
         groups = await _groups(manager, namespace, now)
         counts["groups"] += len(groups)
         for start in range(0, len(groups), BATCH):
-            if time.monotonic() > deadline:
+            if not batch_fits(time.monotonic(), deadline, last):
                 counts["deferred"] += len(groups) - start  # sleep.compaction_budget spent: the next run goes on
                 break
+            began = time.monotonic()
             await _consolidate(manager, namespace, groups[start : start + BATCH], now, counts)
+            last = time.monotonic() - began
     return counts
+
+
+def batch_fits(now: float, deadline: float, last: float | None) -> bool:
+    """Whether another batch may start: before the deadline, and, judged by the batch before it, ending by then.
+    Stopping only once the deadline had passed let the last batch run a whole batch over (100k synthetic store:
+    82-87 s for a 60 s budget)."""
+    return now <= deadline and (last is None or now + last <= deadline)
 
 
 async def _groups(manager: MemoryManager, namespace: str, now: datetime) -> list[list[Memory]]:

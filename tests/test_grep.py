@@ -11,7 +11,7 @@ import pytest
 from agent_memory.cognition.grep_terms import grep_terms
 from agent_memory.errors import StorageError
 from agent_memory.models import LogPosition, LogRecord, Role, TurnId
-from agent_memory.storage.grep import GrepHit, RipgrepJournalSearch, content_pattern, find_ripgrep
+from agent_memory.storage.grep import GrepHit, RipgrepJournalSearch, content_pattern, find_ripgrep, matched_line
 from agent_memory.storage.journal import JsonlJournal, segment_name
 
 FILLER = ["what a lovely morning", "remind me to water the plants", "the meeting moved to next week"]
@@ -238,3 +238,11 @@ def test_a_missing_ripgrep_names_the_package(tmp_path: Path) -> None:
 )
 def test_grep_terms(query: str, expected: list[str]) -> None:
     assert grep_terms(query) == expected
+
+
+def test_rg_output_lines_give_the_path_the_offset_and_the_line() -> None:
+    line = '{"content":"call 4921 at 10:30","at":"2024-01-01"}'
+    raw = b"/data/logs/segment-00000002.jsonl\x00" + b"1234:" + line.encode() + b"\n"
+    assert matched_line(raw) == ("/data/logs/segment-00000002.jsonl", 1234, line)
+    assert matched_line(b"/data/a:b.jsonl\x0017:x\xffy\n") == ("/data/a:b.jsonl", 17, "x\ufffdy")  # not UTF-8
+    assert matched_line(b"no separator here\n") is None and matched_line(b"/p\x00abc:line\n") is None

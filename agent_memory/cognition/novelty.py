@@ -71,7 +71,8 @@ class TurnVectors:
         """(session, text, vector) in the order the turns were said: each session keeps its latest."""
         if len(self._latest) + len(items) > self.sessions:
             self._latest.clear()
-        for session, text, vector in items:
+        for session, text, row in items:
+            vector = row.copy()  # not a view: a kept row would keep its whole batch's array alive
             latest = self._latest.setdefault(session, {})
             latest.pop(text, None)
             latest[text] = vector

@@ -70,8 +70,11 @@ class ReadPath:
 
         With `image` (encoded bytes or a file) the image layer searches with that image instead of the query's
         words, and the graph walk brings the text the found images were shared with; `query` may then be empty."""
-        k = k or self.config.retrieval.default_k
-        recalled = await self._recall(query, emotional_context, namespace, now, as_of, image=image)
+        k = self.config.retrieval.default_k if k is None else k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInput(f"k must be a positive integer, got {k!r}")
+        finalists = int(self.policy.retrieval_config(k=k)["finalists"])
+        recalled = await self._recall(query, emotional_context, namespace, now, as_of, finalists=finalists, image=image)
         results = recalled.ranked.results[:k]
         self._record_later(query if query.strip() else "[image]", namespace, k, results, recalled)
         return results
@@ -130,6 +133,7 @@ class ReadPath:
         *,
         image: bytes | Path | None = None,
         without: frozenset[str] = frozenset(),
+        finalists: int | None = None,
     ) -> Recalled:
         self._check_open()
         if isinstance(query, str) and not query.strip():
@@ -144,7 +148,7 @@ class ReadPath:
         seen = None if image is None else await self._query_image(image)
         await self.projector.drain_for_reads()  # what this read searches; the graph is the background's
         known = self._aware(as_of, "as_of")
-        asked = Query(query, namespace, reference, mood, known, limit, seen, without)
+        asked = Query(query, namespace, reference, mood, known, limit, finalists, seen, without)
         return await self._reader.run(asked, settled=self._recorded)  # the last record lands while this searches
 
     async def _query_image(self, image: bytes | Path) -> np.ndarray:

@@ -18,6 +18,7 @@ import numpy as np
 
 from agent_memory.cognition.grep_terms import grep_terms
 from agent_memory.cognition.ranking import (
+    Fused,
     Ranked,
     Signals,
     fuse_layers,
@@ -63,6 +64,7 @@ class Query:
     mood: EmotionalContext | None = None
     as_of: datetime | None = None
     limit: int | None = None  # candidates per layer; None means retrieval.candidate_limit
+    finalists: int | None = None  # the best fused candidates read and ranked (retrieve(k)); None ranks them all
     image: np.ndarray | None = None  # a query image's CLIP vector; the text may then be empty
     without: frozenset[str] = frozenset()  # search layers left out ("grep": what the stored text alone finds)
 
@@ -99,16 +101,22 @@ class Recall:
             rankings = await self._layers(
                 parsed.remainder or query.text, query.text, query, window, timings, embedded, rows
             )
-            hit_ids = [i for hits in rankings.values() for i, _ in hits]
             config = self.config.retrieval
             if query.as_of is None:  # the walk needs only the fused hits: it runs while the last rows are read
-                fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+                fused = finalists(
+                    fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion),
+                    query.finalists,
+                )
                 walk = _timed(timings, "graph", self._walk(fused[0], query.namespace))
-                memories, steps = await asyncio.gather(rows.read(hit_ids), walk)
+                memories, steps = await asyncio.gather(rows.read(list(fused[0])), walk)
             else:  # what was not known then neither ranks nor seeds the walk
+                hit_ids = [i for hits in rankings.values() for i, _ in hits]
                 memories = {i: m for i, m in (await rows.read(hit_ids)).items() if _known(m, query.as_of)}
                 rankings = {name: [h for h in hits if h[0] in memories] for name, hits in rankings.items()}
-                fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
+                fused = finalists(
+                    fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion),
+                    query.finalists,
+                )
                 steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace))
             missing = [s.memory_id for s in steps if s.memory_id not in memories]
             if missing:
@@ -155,7 +163,7 @@ class Recall:
         if full:
             jobs.append(self._vector_layers(full, query.namespace, window, limit, timings, embedded))
         rankings: dict[str, Hits] = {}
-        for found in await asyncio.gather(*(rows.asking(job) for job in jobs)):
+        for found in await asyncio.gather(*(rows.asking(job, query.finalists) for job in jobs)):
             rankings.update(found)
         return {name: hits for name, hits in rankings.items() if hits}
 
@@ -275,9 +283,10 @@ class _Rows:
         self._asked: set[str] = set()
         self._reads: list[asyncio.Task[dict[str, Memory]]] = []
 
-    async def asking(self, layer: Awaitable[dict[str, Hits]]) -> dict[str, Hits]:
+    async def asking(self, layer: Awaitable[dict[str, Hits]], depth: int | None = None) -> dict[str, Hits]:
+        """The layer's hits; the rows of its best `depth` (all when None) are asked for at once."""
         found = await layer
-        self.ask([i for hits in found.values() for i, _ in hits])
+        self.ask([i for hits in found.values() for i, _ in hits[:depth]])
         return found
 
     def ask(self, memory_ids: Sequence[str]) -> None:
@@ -305,6 +314,17 @@ class _Rows:
             if read.done() and not read.cancelled():
                 read.exception()  # retrieved: a failed read has already failed the retrieval
             read.cancel()
+
+
+def finalists(fused: Fused, count: int | None) -> Fused:
+    """The `count` best fused candidates (all when None): `retrieve(k)` reads and weighs only these. Every layer
+    still searched its full depth, so a memory at rank 30 of two layers keeps both ranks in its fused score; the
+    cut only spares reading and weighing the tail that could not reach the top k."""
+    base, layers = fused
+    if count is None or len(base) <= count:
+        return fused
+    kept = dict(sorted(base.items(), key=lambda kv: (-kv[1], kv[0]))[:count])
+    return kept, {i: layers[i] for i in kept}
 
 
 def _known(memory: Memory, as_of: datetime) -> bool:

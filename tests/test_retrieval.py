@@ -12,8 +12,10 @@ import pytest
 
 from agent_memory import InvalidInput, MemoryManager, TurnInput
 from agent_memory.cognition.novelty import TurnVectors
+from agent_memory.cognition.ranking import fuse_layers
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
+from agent_memory.recall import finalists
 from agent_memory.storage.recall_records import OWNERS_SQL, WALK_SQL, WALK_WITH
 
 NOW = datetime(2026, 3, 20, 18, 0, tzinfo=UTC)
@@ -123,6 +125,30 @@ async def test_retrieval_records_access_and_rejects_bad_queries(manager: MemoryM
         await manager.retrieve("oat", now=datetime(2026, 1, 1))
     with pytest.raises(InvalidInput, match="namespace"):
         await manager.retrieve("oat", namespace="bad namespace!")
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(InvalidInput, match="k must be a positive integer"):
+            await manager.retrieve("oat", k=bad)  # type: ignore[arg-type]
+
+
+async def test_retrieve_weighs_three_fused_candidates_per_result_and_at_least_its_floor(
+    manager: MemoryManager,
+) -> None:
+    await add(manager, "fleet", [f"Router number {n} was shipped to the depot." for n in range(70)], NOW)
+    plain(manager, semantic_weight=0.0, grep_weight=0.0, time_layer_weight=0.0)  # the keyword layer alone
+    assert manager.policy.retrieval_config(k=3)["finalists"] == 30  # retrieval.retrieve_finalists
+    assert len(await manager.retrieve("router shipped", k=15)) == 15
+    assert len(await manager.retrieve("router shipped", k=40)) == 40  # 120 weighed: 30 would give 30
+    assert len((await manager.recall("router shipped")).ranked.results) == 50  # recall weighs every candidate
+
+
+def test_finalists_are_the_best_fused_candidates_with_every_layer_rank_they_had() -> None:
+    rankings = {"keyword": [("a", 3.0), ("b", 2.0), ("c", 1.0)], "semantic": [("d", 0.9), ("c", 0.8), ("e", 0.1)]}
+    fused = fuse_layers(rankings, weights={"keyword": 1.0, "semantic": 1.0}, rrf_k=60, method="rrf")
+    assert finalists(fused, None) is fused and finalists(fused, 5) is fused
+    base, layers = finalists(fused, 3)
+    assert list(base) == ["c", "a", "d"]  # c is third and second: both ranks count; a and d tie, by id
+    assert base["c"] == fused[0]["c"] and set(layers) == {"a", "c", "d"}
+    assert {name: hit.rank for name, hit in layers["c"].items()} == {"keyword": 3, "semantic": 2}
 
 
 async def test_context_fits_the_budget_and_explains(manager: MemoryManager) -> None:

@@ -64,13 +64,16 @@ def layer_weights(config: RetrievalConfig) -> dict[str, float]:
     }
 
 
+Fused = tuple[dict[str, float], dict[str, dict[str, LayerHit]]]  # fused score and each layer's hit, by memory
+
+
 def fuse_layers(
     rankings: Mapping[str, Sequence[tuple[str, float]]],
     *,
     weights: Mapping[str, float],
     rrf_k: int,
     method: str = "rrf",
-) -> tuple[dict[str, float], dict[str, dict[str, LayerHit]]]:
+) -> Fused:
     """Weighted fusion, by reciprocal rank ('rrf') or by blending each layer's scores scaled to its best hit
     ('blend'); every memory keeps each layer's rank and raw score."""
     active = {name: hits for name, hits in rankings.items() if weights.get(name, 1.0) > 0}

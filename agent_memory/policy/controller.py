@@ -121,7 +121,7 @@ class Policy(Protocol):
     def should_save(
         self, signals: TurnSignals, verdict: Verdict | None = None, *, llm_failure: str | None = None
     ) -> SaveDecision: ...
-    def retrieval_config(self, *, budget_tokens: int | None = None) -> dict[str, Any]: ...
+    def retrieval_config(self, *, budget_tokens: int | None = None, k: int | None = None) -> dict[str, Any]: ...
     def may_compact(self, memory: Memory, *, fast_path: bool) -> bool: ...
     def compaction_priority(self, memory: Memory, *, fast_path: bool, now: datetime, decay: DecayConfig) -> float: ...
 
@@ -241,13 +241,16 @@ class HeuristicPolicy:
 
     # ----- retrieval and compaction ------------------------------------------------------------------
 
-    def retrieval_config(self, *, budget_tokens: int | None = None) -> dict[str, Any]:
+    def retrieval_config(self, *, budget_tokens: int | None = None, k: int | None = None) -> dict[str, Any]:
         """Search settings for one query: past 2,048 tokens a budget needs a deeper pool per layer (one candidate
-        per 64 tokens), or it stays half empty (LoCoMo at 8,192 tokens filled 3,765 with 50 per layer)."""
+        per 64 tokens), or it stays half empty (LoCoMo at 8,192 tokens filled 3,765 with 50 per layer). The `k`
+        best need only the best fused candidates read and weighed: three per result, at least `retrieve_finalists`
+        (`finalists` is None for a context, which weighs them all)."""
         limit = self.retrieval.candidate_limit
         if budget_tokens is not None:
             limit = max(limit, budget_tokens // 64)
-        return {"candidate_limit": limit, "graph_depth": self.retrieval.graph_depth}
+        finalists = None if k is None else max(self.retrieval.retrieve_finalists, 3 * k)
+        return {"candidate_limit": limit, "finalists": finalists, "graph_depth": self.retrieval.graph_depth}
 
     def may_compact(self, memory: Memory, *, fast_path: bool) -> bool:
         """Hard rule: a generation-0 memory kept on the fast path stays as it was said."""

@@ -102,26 +102,20 @@ class Recall:
                 parsed.remainder or query.text, query.text, query, window, timings, embedded, rows
             )
             config = self.config.retrieval
-            if query.as_of is None:  # the walk needs only the fused hits: it runs while the last rows are read
-                fused = finalists(
-                    fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion),
-                    query.finalists,
-                )
-                walk = _timed(timings, "graph", self._walk(fused[0], query.namespace))
-                memories, steps = await asyncio.gather(rows.read(list(fused[0])), walk)
-            else:  # what was not known then neither ranks nor seeds the walk
+            weights = layer_weights(config)
+            if query.as_of is not None:  # what was not known then neither ranks nor seeds the walk
                 hit_ids = [i for hits in rankings.values() for i, _ in hits]
-                memories = {i: m for i, m in (await rows.read(hit_ids)).items() if _known(m, query.as_of)}
-                rankings = {name: [h for h in hits if h[0] in memories] for name, hits in rankings.items()}
-                fused = finalists(
-                    fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion),
-                    query.finalists,
-                )
-                steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace))
-            missing = [s.memory_id for s in steps if s.memory_id not in memories]
-            if missing:
-                found = await rows.read(missing)
-                memories |= {i: m for i, m in found.items() if query.as_of is None or _known(m, query.as_of)}
+                known = {i for i, m in (await rows.read(hit_ids)).items() if _known(m, query.as_of)}
+                rankings = {name: [h for h in hits if h[0] in known] for name, hits in rankings.items()}
+            fused = finalists(
+                fuse_layers(rankings, weights=weights, rrf_k=config.rrf_k, method=config.fusion), query.finalists
+            )
+            rows.ask(list(fused[0]))  # read while the graph is walked
+            steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace))
+            rows.ask([s.memory_id for s in steps])  # read beside what the layers' reads still hold up
+            memories = await rows.read(())
+            if query.as_of is not None:
+                memories = {i: m for i, m in memories.items() if _known(m, query.as_of)}
         finally:
             rows.cancel()
         signals = Signals(query.now, query.mood, window, prefers_assistant(query.text))

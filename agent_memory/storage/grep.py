@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -250,5 +251,10 @@ class RipgrepJournalSearch:
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
-        process.kill()
+    """SIGKILL rg, leaving the reaping to asyncio's child watcher. `process.kill()` would first poll the child
+    (Popen.send_signal), and a poll that reaps an rg just ended takes its exit from the watcher, which then logs
+    "Unknown child process pid N, will report returncode 255". An rg that has ended but is not yet reaped is a
+    zombie, which ignores the signal. (Between the watcher's reaping and the loop hearing of it, the pid is free;
+    Popen.send_signal has that same moment between its poll and its kill.)"""
+    with contextlib.suppress(ProcessLookupError):  # reaped meanwhile
+        os.kill(process.pid, signal.SIGKILL)

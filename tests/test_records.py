@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from agent_memory.errors import StorageError
 from agent_memory.models import utc_now
 from agent_memory.storage.recall_records import COMMON_MIN_DOCS
 from agent_memory.storage.records import SqliteRecords
@@ -39,6 +42,19 @@ async def test_migrations_apply_once_in_order(tmp_path: Path) -> None:
         "outbox",
         "memories_fts",
     } <= tables
+
+
+async def test_a_migration_that_fails_names_itself_and_leaves_no_connection_open(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "memory.db") as db:  # an object that a migration creates, already there
+        db.execute("CREATE TABLE turns (x)")
+    threads = threading.active_count()
+    with pytest.raises(StorageError, match="Migration 0001_initial.sql failed: table turns already exists"):
+        await SqliteRecords.open(tmp_path / "memory.db")
+    for _ in range(200):  # a closed connection's thread ends just after close() returns
+        if threading.active_count() == threads:
+            break
+        await asyncio.sleep(0.01)
+    assert threading.active_count() == threads  # an open connection keeps its thread: the process never exits
 
 
 async def test_fts_follows_inserts_updates_and_deletes(tmp_path: Path) -> None:

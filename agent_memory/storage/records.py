@@ -7,6 +7,7 @@ connections; WAL lets them read beside the writer and each other. Migrations are
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -67,17 +68,27 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
 
     @classmethod
     async def open(cls, path: Path) -> SqliteRecords:
+        """The writer (migrated) and the readers. When any step fails, what was opened is closed again: an
+        aiosqlite connection left open keeps its thread, and the process would never exit."""
+        opened: list[aiosqlite.Connection] = []
         try:
             writer = await aiosqlite.connect(path, isolation_level=None)
+            opened.append(writer)
             await _configure(writer)
             await _migrate(writer)
-            readers = [await aiosqlite.connect(path, isolation_level=None) for _ in range(READERS)]
-            for reader in readers:
+            for _ in range(READERS):
+                reader = await aiosqlite.connect(path, isolation_level=None)
+                opened.append(reader)
                 await _configure(reader)
                 await reader.execute(f"PRAGMA mmap_size = {READER_MMAP_BYTES}")
-        except sqlite3.Error as exc:
-            raise StorageError(f"Cannot open the records database {path}: {exc}") from exc
-        return cls(writer, readers)
+        except BaseException as exc:
+            for connection in reversed(opened):
+                with contextlib.suppress(Exception):
+                    await connection.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"Cannot open the records database {path}: {exc}") from exc
+            raise
+        return cls(writer, opened[1:])
 
     async def aclose(self) -> None:
         if not self._closed:

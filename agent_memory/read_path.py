@@ -186,8 +186,8 @@ class ReadPath:
     def _record_later(
         self, query: str, namespace: str, k: int, results: Sequence[RetrievalResult], recalled: Recalled
     ) -> None:
-        """Write the retrieval's record after its results return (a write transaction with its fsync, about
-        2 ms): the caller reads its results meanwhile. Records are written in order, one after the other."""
+        """Write the retrieval's record after its results return (one statement and its fsync, a few ms under
+        load): the caller reads its results meanwhile. Records are written in order, one after the other."""
         at, previous = self.clock(), self._recording
         self._recording = asyncio.create_task(self._record(previous, query, namespace, k, results, recalled, at))
 

@@ -100,6 +100,8 @@ class RecallQueries:
 
         def transaction(self, *, projected: bool = True) -> AbstractAsyncContextManager[Any]: ...
 
+        async def write_one(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> None: ...
+
     async def keyword_search(
         self,
         namespace: str,
@@ -257,28 +259,21 @@ class RecallQueries:
         k: int,
         results: Sequence[tuple[str, float]],
     ) -> None:
-        async with self.transaction(projected=False) as db:
-            await db.execute(
-                "INSERT INTO retrieval_events (retrieval_id, namespace, query, at, k, result_ids, top_score) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    retrieval_id,
-                    namespace,
-                    query,
-                    ts(at),
-                    k,
-                    json.dumps([r[0] for r in results]),
-                    results[0][1] if results else None,
-                ),
-            )
-            await db.executemany(
-                "INSERT INTO access_log (memory_id, retrieval_id, accessed_at, rank) VALUES (?, ?, ?, ?)",
-                [(memory_id, retrieval_id, ts(at), rank) for rank, (memory_id, _) in enumerate(results, 1)],
-            )
-            await db.executemany(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE memory_id = ?",
-                [(ts(at), memory_id) for memory_id, _ in results],
-            )
+        """The retrieval event; its trigger (migration 0015) writes one access per result and bumps each result's
+        access count: a single statement, so a single hop to the writer, atomic on its own."""
+        await self.write_one(
+            "INSERT INTO retrieval_events (retrieval_id, namespace, query, at, k, result_ids, top_score) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                retrieval_id,
+                namespace,
+                query,
+                ts(at),
+                k,
+                json.dumps([r[0] for r in results]),
+                results[0][1] if results else None,
+            ),
+        )
 
     async def open_gap(self, gap: RetrievalGap, vector: bytes | None) -> None:
         async with self.transaction(projected=False) as db:

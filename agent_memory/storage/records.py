@@ -116,6 +116,18 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
                     raise StorageError(f"SQLite write failed: {exc}") from exc
                 raise
 
+    async def write_one(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> None:
+        """One statement, committed on its own (the writer runs in autocommit): one hop to the writer's thread
+        where a transaction takes three. Like `transaction(projected=False)`, it must add no outbox or
+        pending_keywords row."""
+        if self._closed:
+            raise ClosedError("SqliteRecords")
+        async with self._write_lock:
+            try:
+                await self._writer.execute(sql, params)
+            except sqlite3.Error as exc:
+                raise StorageError(f"SQLite write failed: {exc}") from exc
+
     async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]:
         if self._closed:
             raise ClosedError("SqliteRecords")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,12 +17,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from agent_memory.cognition.context import pack
+from agent_memory.cognition.ranking import Ranked
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import InvalidInput
-from agent_memory.models import Context, EmotionalContext, RetrievalGap, RetrievalResult, new_id
+from agent_memory.models import Context, EmotionalContext, Memory, RetrievalGap, RetrievalResult, new_id
 from agent_memory.policy.controller import Policy
 from agent_memory.recall import Query, Recall, Recalled
 from agent_memory.storage.outbox import Projector
@@ -75,7 +77,7 @@ class ReadPath:
             raise InvalidInput(f"k must be a positive integer, got {k!r}")
         finalists = int(self.policy.retrieval_config(k=k)["finalists"])
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, finalists=finalists, image=image)
-        results = recalled.ranked.results[:k]
+        results = await self._named(recalled.ranked.results[:k])
         self._record_later(query if query.strip() else "[image]", namespace, k, results, recalled)
         return results
 
@@ -96,6 +98,10 @@ class ReadPath:
         limit = self.candidates_for(budget_tokens)
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, limit)
         packed = pack(recalled.ranked, budget=budget_tokens, counter=self.token_counter)
+        named = await self._named([item.result for item in packed.items])
+        packed = replace(
+            packed, items=tuple(replace(item, result=result) for item, result in zip(packed.items, named, strict=True))
+        )
         self._record_later(query, namespace, len(packed.items), [item.result for item in packed.items], recalled)
         return packed
 
@@ -120,7 +126,14 @@ class ReadPath:
         `without` leaves search layers out ("grep" finds a merged memory by its sources' words in the log, so
         consolidation's replay leaves it out to judge what the merged text itself finds)."""
         limit = self.candidates_for(budget_tokens) if budget_tokens else None
-        return await self._recall(query, None, namespace, now, as_of, limit, without=frozenset(without))
+        recalled = await self._recall(query, None, namespace, now, as_of, limit, without=frozenset(without))
+        ranked = recalled.ranked
+        named = await self._entities([r.memory for r in ranked.results] + ranked.inactive)
+        results = [
+            replace(r, memory=replace(r.memory, entities=named.get(r.memory.memory_id, ()))) for r in ranked.results
+        ]
+        inactive = [replace(m, entities=named.get(m.memory_id, ())) for m in ranked.inactive]
+        return replace(recalled, ranked=Ranked(results, inactive))
 
     async def _recall(
         self,
@@ -150,6 +163,14 @@ class ReadPath:
         known = self._aware(as_of, "as_of")
         asked = Query(query, namespace, reference, mood, known, limit, finalists, seen, without)
         return await self._reader.run(asked, settled=self._recorded)  # the last record lands while this searches
+
+    async def _named(self, results: Sequence[RetrievalResult]) -> list[RetrievalResult]:
+        """`results` with each memory's entities, read for these alone: candidates are ranked without them."""
+        named = await self._entities([r.memory for r in results])
+        return [replace(r, memory=replace(r.memory, entities=named.get(r.memory.memory_id, ()))) for r in results]
+
+    async def _entities(self, memories: Sequence[Memory]) -> dict[str, tuple[str, ...]]:
+        return await self.records.entities_of([m.memory_id for m in memories]) if memories else {}
 
     async def _query_image(self, image: bytes | Path) -> np.ndarray:
         """A query image's CLIP vector: InvalidImage when it cannot be decoded, ImageMemoryUnavailable when off."""

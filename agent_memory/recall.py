@@ -270,7 +270,8 @@ class Recall:
 class _Rows:
     """The candidates' rows, read as the search layers end: while grep scans a large log, the other layers'
     rows are already being read. Each read first awaits `settled` (the last retrieval's access record, which
-    the ranking's decay reads)."""
+    the ranking's decay reads). Their entities are left empty: nothing ranks on them, and the read path asks
+    for them only for what it returns (ReadPath._named)."""
 
     def __init__(self, records: SqliteRecords, settled: Callable[[], Awaitable[None]] | None) -> None:
         self._records, self._settled = records, settled
@@ -292,7 +293,7 @@ class _Rows:
     async def _read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         if self._settled is not None:
             await self._settled()
-        return await self._records.get_memories(memory_ids)
+        return await self._records.get_memories(memory_ids, entities=False)  # the read path names what it returns
 
     async def read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """The rows of `memory_ids` and of every id asked for before (a memory that does not exist is absent)."""

@@ -76,6 +76,21 @@ async def test_an_answer_only_a_graph_hop_finds(manager: MemoryManager) -> None:
     assert results[1].layers["graph"].layer == "graph:NEXT" and results[1].layers["graph"].rank == 1
 
 
+async def test_what_a_read_returns_carries_each_memorys_entities(manager: MemoryManager) -> None:
+    """Candidates are ranked without their entities (nothing ranks on them); every memory a read returns has them."""
+    lines = ["Melanie went swimming with Caroline in Lisbon.", "Caroline adopted a dog named Biscuit in Porto."]
+    stored = {i: (await manager.get(i)).entities for i in await add(manager, "s", lines, NOW)}
+    assert all(stored.values())  # the extractor named someone in each
+    retrieved = await manager.retrieve("Caroline", k=2)
+    packed = await manager.context("Caroline", budget_tokens=512)
+    recalled = await manager.recall("Caroline")
+    for memory in (
+        [r.memory for r in retrieved] + [i.memory for i in packed.items] + [r.memory for r in recalled.ranked.results]
+    ):
+        assert memory.entities == stored[memory.memory_id]
+    assert len(retrieved) == len(packed.items) == 2
+
+
 async def test_an_answer_only_the_time_window_finds(manager: MemoryManager) -> None:
     yesterday = await add(manager, "d1", ["Tried the new ramen bar downtown with Jo."], NOW - timedelta(days=1))
     await add(manager, "d0", ["Went to the cinema and then had dinner with Jo."], NOW - timedelta(days=20))

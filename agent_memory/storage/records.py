@@ -232,19 +232,28 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
             raise MemoryNotFound(memory_id)
         return memory
 
-    async def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+    async def get_memories(self, memory_ids: Sequence[str], *, entities: bool = True) -> dict[str, Memory]:
+        """The memories that exist among `memory_ids`. `entities=False` leaves each memory's entities empty and
+        spares their query: the read path ranks candidates on everything else, and asks `entities_of` only for
+        the memories it returns."""
         found: dict[str, Memory] = {}
         ids = list(dict.fromkeys(memory_ids))
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             rows = await self._fetch(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE memory_id IN ({marks})", chunk)
-            entities = await self._entities(chunk)
+            named = await self.entities_of(chunk) if entities else {}
             for row in rows:
-                found[row[0]] = memory_row(row, entities.get(row[0], ()))
+                found[row[0]] = memory_row(row, named.get(row[0], ()))
         return found
 
-    async def _entities(self, memory_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    async def entities_of(self, memory_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Each memory's entities, sorted; a memory with none is absent."""
+        if len(memory_ids) > 500:
+            merged: dict[str, tuple[str, ...]] = {}
+            for start in range(0, len(memory_ids), 500):
+                merged |= await self.entities_of(memory_ids[start : start + 500])
+            return merged
         marks = ",".join("?" * len(memory_ids))
         rows = await self._fetch(
             f"SELECT memory_id, entity FROM memory_entities WHERE memory_id IN ({marks}) ORDER BY entity",

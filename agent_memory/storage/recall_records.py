@@ -119,9 +119,8 @@ class RecallQueries:
         terms = list(dict.fromkeys(w.replace('"', "") for w in words if w.replace('"', "").strip()))
         if not terms:
             return []
-        weights = await self._keyword_weights(namespace, terms) if weighted else {}
+        match, repeats, weights = await self._keyword_plan(namespace, terms, common_share, weighted=weighted)
         wanted = 2 * limit if weights else limit
-        match, repeats = await self._common_match(terms, common_share) if len(terms) > 1 else (any_of(terms), 1)
         rows = await self._fetch(_BEST_MATCHES, (match, OVERFETCH * wanted, namespace, wanted))
         if len(rows) < wanted and (not rows or rows[0][3] == OVERFETCH * wanted):  # other namespaces or merged
             rows = await self._fetch(_ALL_MATCHES, (match, namespace, wanted))  # memories may have crowded the cut
@@ -131,38 +130,40 @@ class RecallQueries:
         hits = [(memory_id, score * _boost(keywords, weights)) for memory_id, score, keywords in scored]
         return sorted(hits, key=lambda hit: -hit[1])[:limit] if weights else hits
 
-    async def _common_match(self, terms: Sequence[str], share: float) -> tuple[str, int]:
-        """The MATCH expression for `terms`, and how many times it counts each word (bm25 is divided by it).
+    async def _keyword_plan(
+        self, namespace: str, terms: Sequence[str], share: float, *, weighted: bool
+    ) -> tuple[str, int, dict[str, float]]:
+        """The MATCH expression for `terms`, how many times it counts each word (bm25 is divided by it), and the
+        sleep job's weights of the words that have one above 1: one query, one hop to a reader, for all three.
 
         A word held by more than `share` of the memories, and by over COMMON_MIN_DOCS, is common. With both rare
         and common words, the expression matches memories holding a rare word, and lists every word twice:
         `(r1 OR r2) AND (r1 OR r2 OR c1 OR c1)`. FTS5's bm25 sums over the expression's phrases, so each
         memory's score is exactly twice its score for `r1 OR r2 OR c1`, while the memories holding only c1 are
         never scored. Counting each word's memories stops at the cut, so it costs little even for common words."""
-        if share >= 1.0:
-            return any_of(terms), 1
+        counting = share < 1.0 and len(terms) > 1
+        params: dict[str, Any] = {"least": COMMON_MIN_DOCS, "share": share, "namespace": namespace}
+        params |= {f"t{i}": any_of([t]) for i, t in enumerate(terms)} if counting else {}
+        params |= {f"w{i}": w.lower() for i, w in enumerate(sorted({t.lower() for t in terms}))} if weighted else {}
         counted = "".join(
             f", (SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH :t{i} LIMIT (SELECT cut FROM bound) + 1))"
-            for i in range(len(terms))
+            for i in range(len(terms) if counting else 0)
         )
-        params: dict[str, Any] = {"least": COMMON_MIN_DOCS, "share": share}
-        params |= {f"t{i}": any_of([t]) for i, t in enumerate(terms)}
-        row = (await self._fetch(f"{_COMMON_CUT} SELECT cut{counted} FROM bound", params))[0]
-        cut, counts = int(row[0]), row[1:]
-        rare = [t for t, n in zip(terms, counts, strict=True) if n <= cut]
-        common = [t for t, n in zip(terms, counts, strict=True) if n > cut]
+        words = ", ".join(f":{name}" for name in params if name.startswith("w"))
+        weights_sql = (
+            "(SELECT json_group_object(word, weight) FROM keyword_weights WHERE namespace = :namespace "
+            f"AND word IN ({words}) AND weight > 1)"
+            if weighted
+            else "'{}'"
+        )
+        row = (await self._fetch(f"{_COMMON_CUT} SELECT {weights_sql}, cut{counted} FROM bound", params))[0]
+        weights = {str(word): float(weight) for word, weight in json.loads(row[0] or "{}").items()}
+        cut, counts = int(row[1]), row[2:]
+        rare = [t for t, n in zip(terms, counts, strict=True) if n <= cut] if counting else list(terms)
+        common = [t for t, n in zip(terms, counts, strict=True) if n > cut] if counting else []
         if not rare or not common:
-            return any_of(terms), 1
-        return f"({any_of(rare)}) AND ({any_of(rare)} OR {any_of(common)} OR {any_of(common)})", 2
-
-    async def _keyword_weights(self, namespace: str, words: Sequence[str]) -> dict[str, float]:
-        wanted = sorted({w.lower() for w in words})
-        marks = ",".join("?" * len(wanted))
-        rows = await self._fetch(
-            f"SELECT word, weight FROM keyword_weights WHERE namespace = ? AND word IN ({marks}) AND weight > 1",
-            (namespace, *wanted),
-        )
-        return {str(r[0]): float(r[1]) for r in rows}
+            return any_of(terms), 1, weights
+        return f"({any_of(rare)}) AND ({any_of(rare)} OR {any_of(common)} OR {any_of(common)})", 2, weights
 
     async def memories_between(
         self, namespace: str, start: datetime | None, end: datetime | None, *, limit: int

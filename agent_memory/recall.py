@@ -157,7 +157,7 @@ class Recall:
         if full:
             jobs.append(self._vector_layers(full, query.namespace, window, limit, timings, embedded))
         rankings: dict[str, Hits] = {}
-        for found in await asyncio.gather(*(rows.asking(job, query.finalists) for job in jobs)):
+        for found in await asyncio.gather(*(rows.asking(job, _prefetched(query.finalists)) for job in jobs)):
             rankings.update(found)
         return {name: hits for name, hits in rankings.items() if hits}
 
@@ -309,6 +309,13 @@ class _Rows:
             if read.done() and not read.cancelled():
                 read.exception()  # retrieved: a failed read has already failed the retrieval
             read.cancel()
+
+
+def _prefetched(finalists: int | None) -> int | None:
+    """How many of each layer's hits have their rows read as the layer ends: all when every candidate is weighed,
+    else the best third of the finalists (10 of 30); the finalists found deeper are read after fusion. Reading
+    each layer's 30 read ~80 rows for 30 finalists (10k, alternated three times: p50 30.1-36.0 -> 28.8-29.9 ms)."""
+    return None if finalists is None else max(1, finalists // 3)
 
 
 def finalists(fused: Fused, count: int | None) -> Fused:

@@ -170,27 +170,39 @@ class Recall:
         timings: dict[str, float],
         embedded: dict[str, np.ndarray],
     ) -> dict[str, Hits]:
-        """One query embedding feeds the semantic layer and, when the query names a time, the time layer."""
+        """One query embedding feeds the semantic layer and, when the query names a time, the time layer, whose
+        memories are read while the query is embedded."""
         config = self.config.retrieval
         wanted = config.semantic_weight > 0
         timed = window is not None and config.time_layer_weight > 0
         if not (wanted or timed):
             return {}
-        vector = self.recent(text) if self.recent is not None else None
-        if vector is None:  # a text the write path embedded a moment ago ("embed" is then absent from timings)
-            vector = (await _timed(timings, "embed", self.embedder.embed([text])))[0]
-        embedded["text"] = vector
-        jobs: list[Awaitable[dict[str, Hits]]] = []
-        if wanted:
-            where = {"namespace": namespace, "status": "active"}
-            search = self.vectors.search(TEXT, vector.tolist(), limit=limit, where=where)
-            jobs.append(_layer(timings, "semantic", _pairs(search)))
+        started = time.perf_counter()
+        inside = None
         if window is not None and timed:
-            jobs.append(_layer(timings, "time", self._time_layer(vector, namespace, window, limit)))
-        rankings: dict[str, Hits] = {}
-        for found in await asyncio.gather(*jobs):
-            rankings.update(found)
-        return rankings
+            scan = self.records.memories_between(namespace, window.start, window.end, limit=TIME_LAYER_SCAN)
+            inside = asyncio.create_task(scan)
+        try:
+            vector = self.recent(text) if self.recent is not None else None
+            if vector is None:  # a text the write path embedded a moment ago ("embed" is then absent from timings)
+                vector = (await _timed(timings, "embed", self.embedder.embed([text])))[0]
+            embedded["text"] = vector
+            jobs: list[Awaitable[dict[str, Hits]]] = []
+            if wanted:
+                where = {"namespace": namespace, "status": "active"}
+                search = self.vectors.search(TEXT, vector.tolist(), limit=limit, where=where)
+                jobs.append(_layer(timings, "semantic", _pairs(search)))
+            if inside is not None:
+                jobs.append(_since(timings, "time", started, _time_layer(vector, inside, limit)))
+            rankings: dict[str, Hits] = {}
+            for found in await asyncio.gather(*jobs):
+                rankings.update(found)
+            return rankings
+        finally:
+            if inside is not None and not inside.done():  # the embedding failed or the retrieval was cancelled
+                inside.cancel()
+            elif inside is not None and not inside.cancelled():
+                inside.exception()  # retrieved: a failed read has failed the layer, or its failure is moot
 
     async def _image_layer(self, query: Query, limit: int, timings: dict[str, float]) -> dict[str, Hits]:
         """The image collection, searched with the query image's CLIP vector, or else with the query text through
@@ -221,16 +233,6 @@ class Recall:
         if known is None or known[0] != commits:
             known = self._images_known[namespace] = (commits, await self.records.has_images(namespace))
         return known[1]
-
-    async def _time_layer(self, vector: np.ndarray, namespace: str, window: TimeWindow, limit: int) -> Hits:
-        """The memories inside the window, ranked by similarity to the query: what no text match would find."""
-        rows = await self.records.memories_between(namespace, window.start, window.end, limit=TIME_LAYER_SCAN)
-        stored = [(memory_id, blob) for memory_id, blob in rows if blob is not None]
-        if not stored:
-            return []
-        similarity = np.frombuffer(b"".join(blob for _, blob in stored), dtype="<f4").reshape(len(stored), -1) @ vector
-        scored = [(memory_id, float(score)) for (memory_id, _), score in zip(stored, similarity, strict=True)]
-        return sorted(scored, key=lambda s: -s[1])[:limit]
 
     async def _grep(self, terms: Sequence[str], namespace: str, limit: int) -> Hits:
         """Exact terms over the raw log. A grep failure (ripgrep missing, a timeout) costs this layer only."""
@@ -329,6 +331,17 @@ def finalists(fused: Fused, count: int | None) -> Fused:
     return kept, {i: layers[i] for i in kept}
 
 
+async def _time_layer(vector: np.ndarray, inside: Awaitable[list[tuple[str, bytes | None]]], limit: int) -> Hits:
+    """The memories inside the window (`inside`: their ids and stored vectors), ranked by similarity to the query:
+    what no text match would find."""
+    stored = [(memory_id, blob) for memory_id, blob in await inside if blob is not None]
+    if not stored:
+        return []
+    similarity = np.frombuffer(b"".join(blob for _, blob in stored), dtype="<f4").reshape(len(stored), -1) @ vector
+    scored = [(memory_id, float(score)) for (memory_id, _), score in zip(stored, similarity, strict=True)]
+    return sorted(scored, key=lambda s: -s[1])[:limit]
+
+
 def _known(memory: Memory, as_of: datetime) -> bool:
     return memory.created_at <= as_of and memory.event_at <= as_of
 
@@ -337,6 +350,14 @@ async def _timed(timings: dict[str, float], name: str, job: Awaitable[T]) -> T:
     started = time.perf_counter()
     try:
         return await job
+    finally:
+        timings[name] = (time.perf_counter() - started) * 1000
+
+
+async def _since(timings: dict[str, float], name: str, started: float, job: Awaitable[Hits]) -> dict[str, Hits]:
+    """A layer that began before its job was awaited (the time layer's read starts with the embedding)."""
+    try:
+        return {name: await job}
     finally:
         timings[name] = (time.perf_counter() - started) * 1000
 

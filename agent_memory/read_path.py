@@ -129,11 +129,8 @@ class ReadPath:
         recalled = await self._recall(query, None, namespace, now, as_of, limit, without=frozenset(without))
         ranked = recalled.ranked
         named = await self._entities([r.memory for r in ranked.results] + ranked.inactive)
-        results = [
-            replace(r, memory=replace(r.memory, entities=named.get(r.memory.memory_id, ()))) for r in ranked.results
-        ]
-        inactive = [replace(m, entities=named.get(m.memory_id, ())) for m in ranked.inactive]
-        return replace(recalled, ranked=Ranked(results, inactive))
+        results = [replace(r, memory=_named_as(r.memory, named)) for r in ranked.results]
+        return replace(recalled, ranked=Ranked(results, [_named_as(m, named) for m in ranked.inactive]))
 
     async def _recall(
         self,
@@ -161,13 +158,15 @@ class ReadPath:
         seen = None if image is None else await self._query_image(image)
         await self.projector.drain_for_reads()  # what this read searches; the graph is the background's
         known = self._aware(as_of, "as_of")
-        asked = Query(query, namespace, reference, mood, known, limit, finalists, seen, without)
+        asked = Query(
+            query, namespace, reference, mood, known, limit=limit, finalists=finalists, image=seen, without=without
+        )
         return await self._reader.run(asked, settled=self._recorded)  # the last record lands while this searches
 
     async def _named(self, results: Sequence[RetrievalResult]) -> list[RetrievalResult]:
         """`results` with each memory's entities, read for these alone: candidates are ranked without them."""
         named = await self._entities([r.memory for r in results])
-        return [replace(r, memory=replace(r.memory, entities=named.get(r.memory.memory_id, ()))) for r in results]
+        return [replace(r, memory=_named_as(r.memory, named)) for r in results]
 
     async def _entities(self, memories: Sequence[Memory]) -> dict[str, tuple[str, ...]]:
         return await self.records.entities_of([m.memory_id for m in memories]) if memories else {}
@@ -245,3 +244,8 @@ class ReadPath:
         self._check_open()
         await self._recorded()
         return [gap for gap, _ in await self.records.open_gaps(namespace, now=self.clock())]
+
+
+def _named_as(memory: Memory, named: Mapping[str, tuple[str, ...]]) -> Memory:
+    """`memory` with its entities from `named` (entities_of: a memory with none is absent)."""
+    return replace(memory, entities=named.get(memory.memory_id, ()))

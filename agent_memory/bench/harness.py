@@ -110,7 +110,7 @@ async def ask(
             recalled = await manager.recall(
                 question.text, namespace=question.namespace, now=question.asked_at, budget_tokens=pool_budgets[0]
             )
-            if ranked is None:  # query time and ranked metrics from the smallest pool (context() at 2,048 tokens)
+            if ranked is None:  # query time and ranked metrics from the smallest pool (context()'s up to 3,200 tokens)
                 latencies.append((time.perf_counter() - started) * 1000)
                 ranked = await _turn_keys(manager, [r.memory for r in recalled.ranked.results])
             for budget in pool_budgets:

@@ -142,14 +142,17 @@ class RecallQueries:
         memory's score is exactly twice its score for `r1 OR r2 OR c1`, while the memories holding only c1 are
         never scored. Counting each word's memories stops at the cut, so it costs little even for common words."""
         counting = share < 1.0 and len(terms) > 1
+        if not counting and not weighted:
+            return any_of(terms), 1, {}
+        lowered = sorted({t.lower() for t in terms})
         params: dict[str, Any] = {"least": COMMON_MIN_DOCS, "share": share, "namespace": namespace}
         params |= {f"t{i}": any_of([t]) for i, t in enumerate(terms)} if counting else {}
-        params |= {f"w{i}": w.lower() for i, w in enumerate(sorted({t.lower() for t in terms}))} if weighted else {}
+        params |= {f"w{i}": w for i, w in enumerate(lowered)} if weighted else {}
         counted = "".join(
             f", (SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH :t{i} LIMIT (SELECT cut FROM bound) + 1))"
             for i in range(len(terms) if counting else 0)
         )
-        words = ", ".join(f":{name}" for name in params if name.startswith("w"))
+        words = ", ".join(f":w{i}" for i in range(len(lowered)))
         weights_sql = (
             "(SELECT json_group_object(word, weight) FROM keyword_weights WHERE namespace = :namespace "
             f"AND word IN ({words}) AND weight > 1)"

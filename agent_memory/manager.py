@@ -127,6 +127,8 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             stack.push_async_callback(self.journal.aclose)
             self.records = await SqliteRecords.open(data_dir / "memory.db")
             stack.push_async_callback(self.records.aclose)
+            if self.config.retrieval.keyword_projection:
+                self.records.start_keyword_index()
             graph, rebuild_graph = await open_projection(data_dir / "graph", lambda: KuzuGraph.open(data_dir / "graph"))
             self.graph: GraphStore = graph
             stack.push_async_callback(self.graph.aclose)

@@ -57,8 +57,7 @@ async def test_a_migration_that_fails_names_itself_and_leaves_no_connection_open
     assert threading.active_count() == threads  # an open connection keeps its thread: the process never exits
 
 
-async def test_fts_follows_inserts_updates_and_deletes(tmp_path: Path) -> None:
-    records = await SqliteRecords.open(tmp_path / "memory.db")
+async def test_fts_follows_inserts_updates_and_deletes(records: SqliteRecords) -> None:
     now = utc_now().isoformat()
     async with records.transaction() as db:
         await db.execute(
@@ -75,7 +74,6 @@ async def test_fts_follows_inserts_updates_and_deletes(tmp_path: Path) -> None:
     async with records.transaction() as db:
         await db.execute("DELETE FROM memories WHERE memory_id = 'm1'")
     assert await records.keyword_search("default", ["porto"], limit=5) == []
-    await records.aclose()
 
 
 async def test_failed_transaction_rolls_back(tmp_path: Path) -> None:
@@ -113,9 +111,13 @@ async def test_a_retrieval_event_writes_its_accesses_in_one_statement_or_nothing
     assert [e[0] for e in events] == ["r1", "r2"]
 
 
-@pytest.fixture
-async def records(tmp_path: Path) -> AsyncIterator[SqliteRecords]:
+@pytest.fixture(params=["fts5", "projection"])
+async def records(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[SqliteRecords]:
+    """The records, with the keyword layer answered by FTS5 or by its in-memory projection (built empty, then
+    kept in step with what the test writes): every keyword test holds for both."""
     opened = await SqliteRecords.open(tmp_path / "memory.db")
+    if request.param == "projection":
+        await opened.start_keyword_index().wait()
     try:
         yield opened
     finally:  # also when the test fails: an open connection's thread would keep pytest from exiting

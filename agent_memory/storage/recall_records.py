@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.models import GraphStep, RetrievalGap
+from agent_memory.storage.keyword_index import KeywordProjection
 from agent_memory.storage.rows import gap_row, ts
 
 KEYWORD_FLOOR = 1e-3
@@ -95,6 +96,7 @@ def any_of(words: Sequence[str]) -> str:
 
 class RecallQueries:
     if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
+        keyword_index: KeywordProjection | None
 
         async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
 
@@ -119,16 +121,39 @@ class RecallQueries:
         terms = list(dict.fromkeys(w.replace('"', "") for w in words if w.replace('"', "").strip()))
         if not terms:
             return []
+        projected = self.keyword_index
+        found = None
+        if projected is not None:  # the same ranking from the in-memory projection, once it is built
+            found = await projected.search(
+                namespace,
+                terms,
+                limit=limit,
+                share=common_share,
+                least=COMMON_MIN_DOCS,
+                overfetch=OVERFETCH,
+                weighted=weighted,
+            )
+            await projected.prune_applied()
+        if found is not None:
+            scored, weights = found.rows, found.weights
+        else:
+            scored, weights = await self._fts_matches(namespace, terms, limit, common_share, weighted=weighted)
+        if scored and max(score for _, score, _ in scored) >= KEYWORD_FLOOR:  # real evidence: the rest is noise
+            scored = [row for row in scored if row[1] >= KEYWORD_FLOOR]
+        hits = [(memory_id, score * _boost(keywords, weights)) for memory_id, score, keywords in scored]
+        return sorted(hits, key=lambda hit: -hit[1])[:limit] if weights else hits
+
+    async def _fts_matches(
+        self, namespace: str, terms: Sequence[str], limit: int, common_share: float, *, weighted: bool
+    ) -> tuple[list[tuple[str, float, str]], dict[str, float]]:
+        """keyword_search's ranking from FTS5 itself: (memory_id, score, keywords JSON) best first, and the
+        weights of the query's words."""
         match, repeats, weights = await self._keyword_plan(namespace, terms, common_share, weighted=weighted)
         wanted = 2 * limit if weights else limit
         rows = await self._fetch(_BEST_MATCHES, (match, OVERFETCH * wanted, namespace, wanted))
         if len(rows) < wanted and (not rows or rows[0][3] == OVERFETCH * wanted):  # other namespaces or merged
             rows = await self._fetch(_ALL_MATCHES, (match, namespace, wanted))  # memories may have crowded the cut
-        scored = [(r[0], -float(r[1]) / repeats, r[2]) for r in rows]
-        if scored and max(score for _, score, _ in scored) >= KEYWORD_FLOOR:  # real evidence: the rest is noise
-            scored = [row for row in scored if row[1] >= KEYWORD_FLOOR]
-        hits = [(memory_id, score * _boost(keywords, weights)) for memory_id, score, keywords in scored]
-        return sorted(hits, key=lambda hit: -hit[1])[:limit] if weights else hits
+        return [(r[0], -float(r[1]) / repeats, r[2]) for r in rows], weights
 
     async def _keyword_plan(
         self, namespace: str, terms: Sequence[str], share: float, *, weighted: bool

@@ -30,6 +30,7 @@ from agent_memory.storage.compaction_records import CompactionQueries
 from agent_memory.storage.digest_records import DigestQueries
 from agent_memory.storage.graph_records import GraphQueries
 from agent_memory.storage.inserts import insert_image, insert_turn
+from agent_memory.storage.keyword_index import KeywordProjection
 from agent_memory.storage.outcome_records import OutcomeQueries
 from agent_memory.storage.recall_records import RecallQueries
 from agent_memory.storage.rows import (
@@ -59,8 +60,11 @@ query's few hundred memory rows, scattered over the file, read about 30% faster 
 
 
 class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, CompactionQueries, DigestQueries):
-    def __init__(self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection]) -> None:
-        self._writer, self._readers = writer, list(readers)
+    def __init__(
+        self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: Path | None = None
+    ) -> None:
+        self._writer, self._readers, self.path = writer, list(readers), path
+        self.keyword_index: KeywordProjection | None = None  # the keyword layer's projection, once started
         self._busy = [0] * len(self._readers)  # reads in flight on each reader
         self.commits = 0  # committed write transactions that may have left the projector work (outbox rows, keywords)
         self._write_lock = asyncio.Lock()
@@ -88,11 +92,26 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
             if isinstance(exc, sqlite3.Error):
                 raise StorageError(f"Cannot open the records database {path}: {exc}") from exc
             raise
-        return cls(writer, opened[1:])
+        return cls(writer, opened[1:], path)
+
+    def start_keyword_index(self) -> KeywordProjection:
+        """Build the keyword layer's in-memory projection in the background (storage/keyword_index.py); until it is
+        built, keyword_search asks FTS5."""
+        if self.path is None:
+            raise StorageError("the keyword index needs the records database's path")
+        if self.keyword_index is None:
+            self.keyword_index = KeywordProjection(self.path, lambda: self.commits, self._prune_keyword_changes)
+            self.keyword_index.start()
+        return self.keyword_index
+
+    async def _prune_keyword_changes(self, seq: int) -> None:
+        await self.write_one("DELETE FROM keyword_changes WHERE seq <= ?", (seq,))
 
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
+            if self.keyword_index is not None:
+                await self.keyword_index.aclose()
             for reader in self._readers:
                 await reader.close()
             await self._writer.close()

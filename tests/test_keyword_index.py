@@ -1,0 +1,236 @@
+"""The keyword layer's in-memory projection (storage/keyword_index.py) ranks exactly as FTS5 does, and follows
+every change to the memories' words."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from agent_memory.models import utc_now
+from agent_memory.storage.keyword_index import PRUNE_EVERY, TOKENIZE, KeywordIndex, Tokenizer
+from agent_memory.storage.records import SqliteRecords
+
+WORDS = [
+    "run",
+    "running",
+    "runs",
+    "ran",
+    "runner",
+    "hike",
+    "hiking",
+    "hiked",
+    "porto",
+    "lisbon",
+    "café",
+    "cafe",
+    "naïve",
+    "melanie",
+    "melanie's",
+    "kids",
+    "kid's",
+    "don't",
+    "swim",
+    "swimming",
+    "swam",
+    "9917357",
+    "A-113",
+    "zoë",
+    "coffee",
+    "tea",
+    "river",
+    "spring",
+    "autumn",
+    "bought",
+    "buy",
+    "buys",
+    "pottery",
+    "class",
+    "classes",
+    "sister",
+    "brother",
+    "allergic",
+    "peanuts",
+    "refund",
+    "shop",
+    "the",
+    "a",
+    "of",
+    "and",
+    "to",
+    "in",
+    "it",
+]
+INSERT = (
+    "INSERT INTO memories (memory_id, namespace, status, memory_type, content, keywords, created_at, event_at) "
+    "VALUES (?, ?, ?, 'episodic', ?, ?, ?, ?)"
+)
+
+
+def _corpus(count: int, rng: random.Random, prefix: str = "m") -> list[tuple[str, str, str, str, str]]:
+    """(memory_id, namespace, status, content, keywords JSON): skewed word choice, so some words are common."""
+    rows = []
+    for n in range(count):
+        words = [WORDS[min(int(rng.expovariate(0.08)), len(WORDS) - 1)] for _ in range(rng.randint(0, 30))]
+        keywords = json.dumps(rng.sample(WORDS, rng.randint(0, 3)))
+        namespace = "default" if rng.random() < 0.8 else "other"
+        status = "active" if rng.random() < 0.85 else "merged"
+        rows.append((f"{prefix}{n}", namespace, status, " ".join(words), keywords))
+    return rows
+
+
+async def _insert(records: SqliteRecords, rows: Sequence[tuple[str, str, str, str, str]]) -> None:
+    now = utc_now().isoformat()
+    async with records.transaction() as db:
+        await db.executemany(INSERT, [(*row, now, now) for row in rows])
+
+
+def _queries(rng: random.Random, count: int) -> list[list[str]]:
+    return [rng.sample(WORDS, rng.randint(1, 5)) for _ in range(count)]
+
+
+async def _both(
+    records: SqliteRecords, namespace: str, words: list[str], **options: object
+) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """keyword_search answered by the projection, then by FTS5."""
+    projection = records.keyword_index
+    assert projection is not None and projection.ready
+    projected = await records.keyword_search(namespace, words, **options)  # type: ignore[arg-type]
+    records.keyword_index = None
+    try:
+        return projected, await records.keyword_search(namespace, words, **options)  # type: ignore[arg-type]
+    finally:
+        records.keyword_index = projection
+
+
+def _same_ranking(projected: list[tuple[str, float]], fts: list[tuple[str, float]]) -> None:
+    """The same scores in the same order; memories tied on a score may come in either order."""
+    assert [s for _, s in projected] == pytest.approx([s for _, s in fts], rel=1e-9)
+    by_score: dict[float, set[str]] = {}
+    for memory_id, score in fts:
+        by_score.setdefault(round(score, 9), set()).add(memory_id)
+    last = round(fts[-1][1], 9) if fts else None
+    for memory_id, score in projected:
+        key = round(score, 9)
+        assert memory_id in by_score[key] or key == last  # the cut may split a tie differently
+
+
+@pytest.fixture
+async def records(tmp_path: Path) -> AsyncIterator[SqliteRecords]:
+    opened = await SqliteRecords.open(tmp_path / "memory.db")
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+async def test_the_projection_tokenizes_as_the_fts_table_declares(records: SqliteRecords) -> None:
+    sql = (await records._fetch("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'"))[0][0]
+    assert f"tokenize = '{TOKENIZE}'" in sql
+    tokenizer = Tokenizer()
+    try:
+        assert tokenizer.words(["Running", "melanie's", "Café", "A-113", "+"]) == [
+            ("run",),
+            ("melani", "s"),
+            ("cafe",),
+            ("a", "113"),
+            (),
+        ]
+    finally:
+        tokenizer.close()
+
+
+async def test_the_projection_ranks_exactly_as_fts5(records: SqliteRecords) -> None:
+    """Built from a store, then fed by inserts, updates and deletes: the same memories, scores and order as FTS5's
+    bm25() for single words, split words ("melanie's" is a phrase), stems, common words and weighted words."""
+    rng = random.Random(11)
+    await _insert(records, _corpus(600, rng))
+    projection = records.start_keyword_index()
+    await projection.wait()
+    await _insert(records, _corpus(150, rng, prefix="late"))
+    async with records.transaction() as db:
+        await db.execute(
+            "UPDATE memories SET content = 'hiking near Kyoto with melanie', namespace = 'default', "
+            "status = 'active' WHERE memory_id = 'm3'"
+        )
+        await db.execute("UPDATE memories SET keywords = '[\"pottery\"]' WHERE memory_id = 'late7'")
+        await db.execute("DELETE FROM memories WHERE memory_id IN ('m4', 'm5', 'late9')")
+        await db.execute(
+            "INSERT INTO keyword_weights (namespace, word, weight, memories, connected, updated_at) "
+            "VALUES ('default', 'pottery', 2.5, 3, 2, '2026-01-01'), ('default', 'porto', 1.7, 3, 2, '2026-01-01')"
+        )
+    compared = 0
+    for words in _queries(rng, 120):
+        for namespace in ("default", "other"):
+            for options in ({"limit": 10}, {"limit": 50, "common_share": 0.05}, {"limit": 5, "weighted": False}):
+                projected, fts = await _both(records, namespace, words, **options)
+                _same_ranking(projected, fts)
+                compared += bool(fts)
+    assert compared > 400  # most questions found something to compare
+    assert [i for i, _ in (await _both(records, "default", ["kyoto"], limit=50))[0]] == ["m3"]
+
+
+async def test_a_word_held_by_most_memories_is_common_for_the_projection_too(records: SqliteRecords) -> None:
+    rows = [(f"c{i}", "default", "active", "coffee again" + " coffee" * (i % 3), "[]") for i in range(2100)]
+    rows += [(f"p{i}", "default", "active", "porto in spring, coffee" if i % 2 else "porto", "[]") for i in range(20)]
+    rows += [(f"t{i}", "default", "active", "tea at noon", "[]") for i in range(2200)]
+    await _insert(records, rows)
+    await records.start_keyword_index().wait()
+    pruned, fts = await _both(records, "default", ["coffee", "porto"], limit=50, common_share=0.05)
+    assert {i for i, _ in pruned} == {f"p{i}" for i in range(20)}
+    _same_ranking(pruned, fts)
+
+
+async def test_the_change_log_is_pruned_and_a_gap_rebuilds(records: SqliteRecords) -> None:
+    """The projection deletes the change rows it applied; if rows it never read are gone, it rebuilds."""
+    projection = records.start_keyword_index()
+    await projection.wait()
+    await _insert(records, [(f"m{i}", "default", "active", f"note {i} about porto", "[]") for i in range(PRUNE_EVERY)])
+    assert len(await records.keyword_search("default", ["porto"], limit=5)) == 5
+    assert (await records._fetch("SELECT count(*) FROM keyword_changes"))[0][0] == 0
+    await _insert(records, [("lisbon1", "default", "active", "a week in lisbon", "[]")])
+    await records.write_one("DELETE FROM keyword_changes")  # as another process might have: the insert is unseen
+    await _insert(records, [("lisbon2", "default", "active", "lisbon again", "[]")])
+    found = await records.keyword_search("default", ["lisbon"], limit=5)
+    assert {i for i, _ in found} == {"lisbon1", "lisbon2"}
+
+
+async def test_a_reused_rowid_is_a_new_document(records: SqliteRecords) -> None:
+    """SQLite reuses the largest rowid once its row is deleted: the projection must not keep the old words."""
+    await records.start_keyword_index().wait()
+    await _insert(records, [("a", "default", "active", "porto", "[]"), ("b", "default", "active", "lisbon", "[]")])
+    assert [i for i, _ in await records.keyword_search("default", ["lisbon"], limit=5)] == ["b"]
+    async with records.transaction() as db:
+        await db.execute("DELETE FROM memories WHERE memory_id = 'b'")
+    await _insert(records, [("c", "default", "active", "kyoto", "[]")])
+    assert await records.keyword_search("default", ["lisbon"], limit=5) == []
+    assert [i for i, _ in await records.keyword_search("default", ["kyoto"], limit=5)] == ["c"]
+
+
+async def test_until_it_is_built_fts5_answers(tmp_path: Path) -> None:
+    """A projection that cannot be built (its database is gone) leaves the keyword layer to FTS5."""
+    records = await SqliteRecords.open(tmp_path / "memory.db")
+    try:
+        await _insert(records, [("a", "default", "active", "porto", "[]")])
+        records.path = tmp_path / "missing" / "memory.db"
+        projection = records.start_keyword_index()
+        with pytest.raises(Exception, match="missing"):
+            await projection.wait()
+        assert not projection.ready
+        assert [i for i, _ in await records.keyword_search("default", ["porto"], limit=5)] == ["a"]
+    finally:
+        await records.aclose()
+
+
+def test_dead_documents_are_compacted_away() -> None:
+    index = KeywordIndex()
+    index.add((rowid, [("porto", 0, 0), ("lisbon", 0, 1)]) for rowid in range(3000))
+    for rowid in range(2000):
+        index.remove(rowid)
+    assert index.rows == 1000 and index.document_count(["porto"]) == 1000
+    assert index.nbytes() < 3000 * 2 * 8 + 3 * 4096 * 8  # the dead docs' instances are gone
+    ranked, matched = index.search([["lisbon"]], [True], 3)
+    assert matched == 1000 and [rowid for rowid, _ in ranked] == [2000, 2001, 2002]

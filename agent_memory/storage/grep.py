@@ -174,79 +174,96 @@ class RipgrepJournalSearch:
         self._timeout = timeout
         self._rg: Path | None = None  # looked up at the first search, so a missing rg fails a search, not startup
 
-    def _segments(self) -> dict[str, int]:
-        if not self._dir.is_dir():
-            return {}
-        found = ((str(path), SEGMENT_RE.match(path.name)) for path in self._dir.iterdir())
-        return dict(sorted(((path, int(match.group(1))) for path, match in found if match), key=lambda pn: pn[1]))
-
     async def search(self, terms: Sequence[str], *, namespace: str, limit: int) -> list[GrepHit]:
         """The turns of `namespace` whose content holds any of `terms` (ignoring case), best `limit` first.
 
         rg is stopped once `limit * CANDIDATES_PER_RESULT` turns are found, newest segments first, so on a
         common term the ranking is over those candidates, not over the whole log.
+
+        The whole search (listing the segments, starting rg, reading and ranking its matches) runs on a worker
+        thread; a search that is cancelled or times out kills rg, and the thread ends with it. Popen alone reaps
+        rg: no asyncio child watcher is involved, so none can lose its exit status. asyncio's subprocess held the
+        loop 2.5-3 ms per search inside a retrieval on the 10k synthetic store: Popen (0.7 ms), then the child
+        watcher starting a thread to wait for rg and waiting for that thread to run, while the embedder, the
+        keyword projection and the readers all wanted the GIL; the query's embedding, asked for just after, started
+        3.1 ms into a grep question instead of 0.3 ms. (Popen on the loop with only the reading on a thread
+        measured the same as this: p95 18.3 vs 18.5 ms, interleaved.) Listing the segments on the loop cost 0.6 ms
+        a search there: each system call gives up the GIL, and getting it back waits for the busy threads.
         """
         wanted = distinct_terms(terms)
-        segments = self._segments()
-        if not wanted or not segments or limit <= 0:
+        if not wanted or limit <= 0:
             return []
         if self._rg is None:
             self._rg = find_ripgrep()
-        search = _Search(wanted, namespace, segments, limit * CANDIDATES_PER_RESULT)
+        stop = threading.Event()
+        started: list[subprocess.Popen[bytes]] = []
         seconds = self._timeout.total_seconds()
         try:
             async with asyncio.timeout(seconds):
-                hits = await self._run(search.args(self._rg), search)
+                scan = _Scan(self._rg, self._dir, wanted, namespace, limit, stop, started)
+                return await asyncio.to_thread(scan.run)
         except TimeoutError as exc:
+            _abandon(stop, started)
             raise StorageError(f"ripgrep search of {self._dir} timed out after {seconds:g}s and was stopped") from exc
-        return ranked(hits, limit)
-
-    async def _run(self, args: list[str], search: _Search) -> list[GrepHit]:
-        """rg is started and read on a worker thread; a search that is cancelled or times out kills rg, and the
-        thread ends with it. Popen alone reaps rg: no asyncio child watcher is involved, so none can lose its exit
-        status.
-
-        asyncio's subprocess held the loop 2.5-3 ms per search inside a retrieval on the 10k synthetic store: Popen
-        (0.7 ms), then the child watcher starting a thread to wait for rg and waiting for that thread to run, while
-        the embedder, the keyword projection and the readers all wanted the GIL. The query's embedding, asked for
-        just after, started 3.1 ms into a grep question instead of 0.3 ms. Popen on the loop with only the reading
-        on a thread measured the same as this (p95 18.3 vs 18.5 ms, interleaved)."""
-        stop = threading.Event()
-        started: list[subprocess.Popen[bytes]] = []
-        try:
-            return await asyncio.to_thread(_scan, args, search, self._dir, stop, started)
-        except BaseException:  # cancelled or timed out: stop rg, so the thread ends now
-            stop.set()
-            for process in started:
-                _stop(process)
+        except BaseException:  # cancelled: stop rg, so the thread ends now
+            _abandon(stop, started)
             raise
 
 
-def _scan(
-    args: list[str], search: _Search, where: Path, stop: threading.Event, started: list[subprocess.Popen[bytes]]
-) -> list[GrepHit]:
-    """Run rg and read its matches until it ends or enough turns are in hand; rg is always reaped. Its errors go to
-    a temporary file: a pipe that nobody reads while the matches are read could fill and stall it."""
-    with tempfile.TemporaryFile() as errors:
-        try:
-            process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
-        except OSError as exc:
-            raise StorageError(f"Cannot start ripgrep ({args[0]}): {exc}") from exc
-        started.append(process)
-        stdout = process.stdout
-        if stdout is None:  # unreachable with PIPE; this narrows the type
-            raise StorageError("ripgrep was started without its output pipe")
-        try:
-            hits = [] if stop.is_set() else _collect(stdout, search)
-        finally:
-            _stop(process)
-            stdout.close()
-            process.wait()
-        errors.seek(0)
-        message = errors.read().decode("utf-8", errors="replace").strip()
-    if len(hits) < search.enough and process.returncode not in (0, 1):  # 1: nothing matched
-        raise StorageError(f"ripgrep failed (exit code {process.returncode}) searching {where}: {message}")
-    return hits
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """One search, as its worker thread runs it. `stop` and `started` let the loop kill rg if it gives up."""
+
+    rg: Path
+    log_dir: Path
+    terms: tuple[str, ...]
+    namespace: str
+    limit: int
+    stop: threading.Event
+    started: list[subprocess.Popen[bytes]]
+
+    def run(self) -> list[GrepHit]:
+        segments = self._segments()
+        if not segments:
+            return []
+        search = _Search(self.terms, self.namespace, segments, self.limit * CANDIDATES_PER_RESULT)
+        return ranked(self._matches(search.args(self.rg), search), self.limit)
+
+    def _segments(self) -> dict[str, int]:
+        if not self.log_dir.is_dir():
+            return {}
+        found = ((str(path), SEGMENT_RE.match(path.name)) for path in self.log_dir.iterdir())
+        return dict(sorted(((path, int(match.group(1))) for path, match in found if match), key=lambda pn: pn[1]))
+
+    def _matches(self, args: list[str], search: _Search) -> list[GrepHit]:
+        """Run rg and read its matches until it ends or enough turns are in hand; rg is always reaped. Its errors
+        go to a temporary file: a pipe that nobody reads while the matches are read could fill and stall it."""
+        with tempfile.TemporaryFile() as errors:
+            try:
+                process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
+            except OSError as exc:
+                raise StorageError(f"Cannot start ripgrep ({args[0]}): {exc}") from exc
+            self.started.append(process)
+            stdout = process.stdout
+            if stdout is None:  # unreachable with PIPE; this narrows the type
+                raise StorageError("ripgrep was started without its output pipe")
+            try:
+                hits = [] if self.stop.is_set() else _collect(stdout, search)
+            finally:
+                _stop(process)
+                stdout.close()
+                process.wait()
+            errors.seek(0)
+            message = errors.read().decode("utf-8", errors="replace").strip()
+        if len(hits) < search.enough and process.returncode not in (0, 1):  # 1: nothing matched
+            raise StorageError(f"ripgrep failed (exit code {process.returncode}) searching {self.log_dir}: {message}")
+        return hits
+
+
+def _abandon(stop: threading.Event, started: Sequence[subprocess.Popen[bytes]]) -> None:
+    stop.set()
+    for process in started:
+        _stop(process)
 
 
 def _collect(stdout: IO[bytes], search: _Search) -> list[GrepHit]:

@@ -82,7 +82,7 @@ class RetrievalConfig(_Section):
     keyword_projection: bool = True
     """Answer the keyword layer from an in-memory projection of the FTS5 index (storage/keyword_index.py): the
     same BM25 ranking, scored in numpy instead of by walking FTS5's doclists. Built from SQLite when the store
-    opens (~1.6 s and ~40 MB at 100k memories); until then, and when false, FTS5 answers."""
+    opens (about 2 s, and 50 MB of memory, at 100k memories); until then, and when false, FTS5 answers."""
     semantic_weight: float = Field(default=1.0, ge=0.0)
     """Weight of the vector layer (MiniLM, Qdrant) in fusion; 0 turns the layer off."""
     grep_weight: float = Field(default=1.0, ge=0.0)

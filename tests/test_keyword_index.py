@@ -3,7 +3,9 @@ every change to the memories' words."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import random
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -223,6 +225,27 @@ async def test_until_it_is_built_fts5_answers(tmp_path: Path) -> None:
         assert [i for i, _ in await records.keyword_search("default", ["porto"], limit=5)] == ["a"]
     finally:
         await records.aclose()
+
+
+async def test_a_failed_projection_leaves_fts5_to_answer_and_is_rebuilt(
+    records: SqliteRecords, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The projection's own connection breaks (here: closed under it): that search is answered by FTS5, with a
+    warning, and the projection rebuilds itself with a new connection."""
+    await _insert(records, [("a", "default", "active", "porto", "[]"), ("b", "default", "active", "lisbon", "[]")])
+    projection = records.start_keyword_index()
+    await projection.wait()
+    broken = projection._connect()
+    await asyncio.wrap_future(projection._pool.submit(broken.close))
+    await _insert(records, [("c", "default", "active", "porto again", "[]")])  # the next search must sync
+    with caplog.at_level(logging.WARNING):
+        assert {i for i, _ in await records.keyword_search("default", ["porto"], limit=5)} == {"a", "c"}
+    assert "keyword index failed" in caplog.text
+    await projection.wait()
+    assert projection.ready and projection._connect() is not broken
+    projected, fts = await _both(records, "default", ["porto"], limit=5)
+    assert {i for i, _ in projected} == {"a", "c"}
+    _same_ranking(projected, fts)
 
 
 def test_dead_documents_are_compacted_away() -> None:

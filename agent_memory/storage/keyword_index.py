@@ -309,9 +309,24 @@ class KeywordProjection:
                     self._search, namespace, terms, limit, share, least, overfetch, weighted, changed != seen
                 )
             )
+        except Exception as exc:  # the projection's own connection failed: FTS5 answers while it is rebuilt
+            log.warning("keyword index failed, rebuilding it (FTS5 answers meanwhile): %s", exc)
+            self._restart()
+            return None
         except BaseException:
             self._seen = -1  # read the changes again next time
             raise
+
+    def _restart(self) -> None:
+        self._seen = self._changed()
+        self._built = asyncio.wrap_future(self._pool.submit(self._rebuild))
+        self._built.add_done_callback(self._after_build)
+
+    def _rebuild(self) -> None:
+        """A fresh connection and tokenizer, then a fresh build (on the projection's thread)."""
+        self._close()
+        self._db, self._tokenizer = None, None
+        self._build()
 
     async def prune_applied(self) -> None:
         """Delete the change rows this projection has applied, when enough have piled up."""

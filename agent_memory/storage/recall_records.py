@@ -133,7 +133,6 @@ class RecallQueries:
                 overfetch=OVERFETCH,
                 weighted=weighted,
             )
-            await projected.prune_applied()
         if found is not None:
             scored, weights = found.rows, found.weights
         else:

@@ -81,8 +81,9 @@ class RetrievalConfig(_Section):
     layer's whole cost (100k memories: 41 -> 20 ms p95). 1.0 ranks every match."""
     keyword_projection: bool = True
     """Answer the keyword layer from an in-memory projection of the FTS5 index (storage/keyword_index.py): the
-    same BM25 ranking, scored in numpy instead of by walking FTS5's doclists. Built from SQLite when the store
-    opens (about 2 s, and 50 MB of memory, at 100k memories); until then, and when false, FTS5 answers."""
+    same BM25 ranking, scored in numpy instead of by walking FTS5's doclists. Built from SQLite in the background
+    from the first keyword search (about 2 s, and 50 MB of memory, at 100k memories); until then, and when false,
+    FTS5 answers (and the change rows the projection would read are deleted on open and by the index job)."""
     semantic_weight: float = Field(default=1.0, ge=0.0)
     """Weight of the vector layer (MiniLM, Qdrant) in fusion; 0 turns the layer off."""
     grep_weight: float = Field(default=1.0, ge=0.0)

@@ -128,7 +128,9 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self.records = await SqliteRecords.open(data_dir / "memory.db")
             stack.push_async_callback(self.records.aclose)
             if self.config.retrieval.keyword_projection:
-                self.records.start_keyword_index()
+                self.records.use_keyword_index()  # built from the first keyword search on
+            else:
+                await self.records.drop_keyword_changes()
             graph, rebuild_graph = await open_projection(data_dir / "graph", lambda: KuzuGraph.open(data_dir / "graph"))
             self.graph: GraphStore = graph
             stack.push_async_callback(self.graph.aclose)

@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.models import utc_now
-from agent_memory.storage.keyword_index import PRUNE_EVERY, TOKENIZE, KeywordIndex, Tokenizer
+from agent_memory.config import load_config
+from agent_memory.errors import ClosedError
+from agent_memory.manager import MemoryManager
+from agent_memory.models import TurnInput, utc_now
+from agent_memory.sleep.jobs import run_job
+from agent_memory.storage.keyword_index import PRUNE_EVERY, TOKENIZE, KeywordIndex, KeywordProjection, Tokenizer
 from agent_memory.storage.records import SqliteRecords
 
 WORDS = [
@@ -247,6 +251,41 @@ async def test_a_failed_projection_leaves_fts5_to_answer_and_is_rebuilt(
     projected, fts = await _both(records, "default", ["porto"], limit=5)
     assert {i for i, _ in projected} == {"a", "c"}
     _same_ranking(projected, fts)
+
+
+async def test_the_first_search_starts_the_build_and_closing_does_not_wait_for_it(records: SqliteRecords) -> None:
+    """A process that never searches never builds the projection; the first search is answered by FTS5 and starts
+    the build; a store closed meanwhile stops the build instead of waiting for it."""
+    await _insert(records, [(f"m{i}", "default", "active", f"porto note {i}", "[]") for i in range(300)])
+    projection = records.use_keyword_index()
+    assert not projection.ready and projection._built is None  # nothing built yet
+    assert len(await records.keyword_search("default", ["porto"], limit=5)) == 5  # FTS5 answered
+    assert projection._built is not None  # the build is running
+    await projection.wait()
+    assert projection.ready and projection._index.rows == 300
+    fresh = KeywordProjection(records.path, lambda: records.commits, lambda seq: asyncio.sleep(0))  # type: ignore[arg-type]
+    fresh.start()
+    await fresh.aclose()  # whether the build ended or was stopped, closing returns and the thread is gone
+    with pytest.raises(ClosedError):
+        await fresh.wait()
+
+
+async def test_with_no_projection_the_change_rows_are_dropped(tmp_path: Path) -> None:
+    """`retrieval.keyword_projection = false`: the triggers still write change rows, and opening the store (or the
+    sleep cycle's index job) deletes them, so they never pile up."""
+    config = load_config(environ={}, data_dir=str(tmp_path), retrieval__keyword_projection=False)
+    async with MemoryManager.open(config) as manager:
+        assert manager.records.keyword_index is None
+        await manager.process_turns([TurnInput("s1", n, f"We met in Porto, turn {n}") for n in range(5)])
+        await manager.settle()  # the keywords too: setting them is a change of a memory's words
+        written = (await manager.records._fetch("SELECT count(*) FROM keyword_changes"))[0][0]
+        assert written >= 5
+        assert [i for i, _ in await manager.records.keyword_search("default", ["porto"], limit=10)]  # FTS5 answers
+        assert (await run_job(manager, "index", now=utc_now())).counts["keyword_changes_dropped"] == written
+        assert (await manager.records._fetch("SELECT count(*) FROM keyword_changes"))[0][0] == 0
+        await manager.process_turns([TurnInput("s1", 9, "Porto again")])
+    async with MemoryManager.open(config) as manager:
+        assert (await manager.records._fetch("SELECT count(*) FROM keyword_changes"))[0][0] == 0
 
 
 def test_dead_documents_are_compacted_away() -> None:

@@ -38,7 +38,7 @@ async def measure(store: Path, *, size: int, seed: int, pool: int, queries: int)
         config = load_config(environ={}, data_dir=str(copy), journal__fsync="never", save__keep_all=True)
         times: dict[str, list[float]] = {"not stored": [], "stored just before": []}
         async with MemoryManager.open(config) as manager:
-            if manager.records.keyword_index is not None:  # built in the background as the store opens
+            if manager.records.keyword_index is not None:  # built in the background from the first search
                 await manager.records.keyword_index.wait()
             for question in asked[:10]:  # warm-up
                 await manager.retrieve(question, k=10, now=now)

@@ -250,7 +250,7 @@ async def build_store(config: Config, turns: Sequence[Turn], embedder: Embedder,
 
 
 async def _time_queries(manager: MemoryManager, queries: Sequence[str], now: datetime, warmup: int) -> Timed:
-    if manager.records.keyword_index is not None:  # built in the background as the store opens
+    if manager.records.keyword_index is not None:  # built in the background from the first search
         await manager.records.keyword_index.wait()
     for query in queries[:warmup]:
         await manager.retrieve(query, k=10, now=now)

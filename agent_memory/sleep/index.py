@@ -28,4 +28,5 @@ async def run_index(manager: MemoryManager, now: datetime, *, force: bool = Fals
             entry["points"], entry["indexed"] = await manager.vectors.index_status(collection)
             entry.update(built=True, seconds=built.get("seconds"))
         report[collection] = entry
+    report["keyword_changes_dropped"] = await manager.records.drop_keyword_changes()  # only with no projection
     return report

@@ -268,7 +268,7 @@ class KeywordProjection:
 
     def start(self) -> None:
         """Build in the background; until it is built, `search` answers None and the caller asks FTS5."""
-        if self._built is None:
+        if self._built is None and not self._closed:
             self._seen = self._changed()
             self._built = asyncio.wrap_future(self._pool.submit(self._build))
             self._built.add_done_callback(self._after_build)
@@ -284,8 +284,9 @@ class KeywordProjection:
 
     async def wait(self) -> None:
         """Until the first build is done (raises what it raised)."""
-        if self._built is None:
-            self.start()
+        if self._closed:
+            raise ClosedError("KeywordProjection")
+        self.start()
         assert self._built is not None
         await asyncio.shield(self._built)
 
@@ -306,6 +307,7 @@ class KeywordProjection:
         if self._closed:
             raise ClosedError("KeywordProjection")
         if not self.ready:
+            self.start()  # the first search starts the build: a process that never searches never pays for it
             return None
         changed = self._changed()
         seen, self._seen = self._seen, changed
@@ -360,7 +362,7 @@ class KeywordProjection:
         self._pool.shutdown(wait=True)
 
     def _after_build(self, built: asyncio.Future[None]) -> None:
-        if not built.cancelled() and built.exception() is not None:
+        if not built.cancelled() and built.exception() is not None and not self._closed:
             log.warning("keyword index not built, the keyword layer asks FTS5: %s", built.exception())
 
     def _connect(self) -> sqlite3.Connection:
@@ -388,6 +390,8 @@ class KeywordProjection:
             seq = db.execute("SELECT coalesce(max(seq), 0) FROM keyword_changes").fetchone()[0]
             rowids = np.array([r[0] for r in db.execute("SELECT rowid FROM memories ORDER BY rowid")], dtype=np.int64)
             for term, keys in db.execute(_INSTANCES_SQL):
+                if self._closed:  # the store is closing: a command that asked once need not wait for the build
+                    raise ClosedError("KeywordProjection")
                 postings[term] = np.sort(np.fromstring(keys, dtype=np.int64, sep=","))
         finally:
             db.execute("COMMIT")

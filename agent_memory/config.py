@@ -80,7 +80,7 @@ class RetrievalConfig(_Section):
     CommonTermsQuery does. BM25 gives a common word little weight, but scoring each memory that holds it is the
     layer's whole cost (100k memories: 41 -> 20 ms p95). 1.0 ranks every match."""
     keyword_projection: bool = True
-    """Answer the keyword layer from an in-memory projection of the FTS5 index (storage/keyword_index.py): the
+    """Answer the keyword layer from an in-memory projection of the FTS5 index (storage/keyword_projection.py): the
     same BM25 ranking, scored in numpy instead of by walking FTS5's doclists. Built from SQLite in the background
     from the first keyword search (about 2 s, and 50 MB of memory, at 100k memories); until then, and when false,
     FTS5 answers (and the change rows the projection would read are deleted on open and by the index job)."""

@@ -1,4 +1,4 @@
-"""The keyword layer's in-memory projection (storage/keyword_index.py) ranks exactly as FTS5 does, and follows
+"""The keyword layer's in-memory projection (storage/keyword_index.py, keyword_projection.py) ranks exactly as FTS5 does, and follows
 every change to the memories' words."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from agent_memory.errors import ClosedError
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput, utc_now
 from agent_memory.sleep.jobs import run_job
-from agent_memory.storage.keyword_index import PRUNE_EVERY, TOKENIZE, KeywordIndex, KeywordProjection, Tokenizer
+from agent_memory.storage.keyword_index import TOKENIZE, KeywordIndex, Tokenizer
+from agent_memory.storage.keyword_projection import PRUNE_EVERY, KeywordProjection
 from agent_memory.storage.records import SqliteRecords
 
 WORDS = [

@@ -10,10 +10,12 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_memory.errors import StorageError
 from agent_memory.models import GraphStep, RetrievalGap
-from agent_memory.storage.keyword_index import KeywordProjection
+from agent_memory.storage.keyword_projection import KeywordProjection, KeywordQuery
 from agent_memory.storage.rows import gap_row, ts
 
 KEYWORD_FLOOR = 1e-3
@@ -97,12 +99,41 @@ def any_of(words: Sequence[str]) -> str:
 class RecallQueries:
     if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
         keyword_index: KeywordProjection | None
+        path: Path | None
+        commits: int
 
         async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
 
         def transaction(self, *, projected: bool = True) -> AbstractAsyncContextManager[Any]: ...
 
         async def write_one(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> None: ...
+
+    def use_keyword_index(self) -> KeywordProjection:
+        """Answer keyword_search from the in-memory projection (storage/keyword_projection.py), built in the background
+        from the first search on; until it is built, FTS5 answers."""
+        if self.path is None:
+            raise StorageError("the keyword index needs the records database's path")
+        if self.keyword_index is None:
+            self.keyword_index = KeywordProjection(self.path, lambda: self.commits, self._prune_keyword_changes)
+        return self.keyword_index
+
+    def start_keyword_index(self) -> KeywordProjection:
+        """`use_keyword_index`, with the build started now."""
+        projection = self.use_keyword_index()
+        projection.start()
+        return projection
+
+    async def drop_keyword_changes(self) -> int:
+        """Delete every keyword change row, when no projection reads them (`retrieval.keyword_projection` off):
+        the triggers keep writing them, and nothing else would delete them. Returns how many went."""
+        if self.keyword_index is not None:
+            return 0
+        async with self.transaction(projected=False) as db:
+            cursor = await db.execute("DELETE FROM keyword_changes")
+            return int(cursor.rowcount)
+
+    async def _prune_keyword_changes(self, seq: int) -> None:
+        await self.write_one("DELETE FROM keyword_changes WHERE seq <= ?", (seq,))
 
     async def keyword_search(
         self,
@@ -125,13 +156,7 @@ class RecallQueries:
         found = None
         if projected is not None:  # the same ranking from the in-memory projection, once it is built
             found = await projected.search(
-                namespace,
-                terms,
-                limit=limit,
-                share=common_share,
-                least=COMMON_MIN_DOCS,
-                overfetch=OVERFETCH,
-                weighted=weighted,
+                KeywordQuery(namespace, tuple(terms), limit, common_share, COMMON_MIN_DOCS, OVERFETCH, weighted)
             )
         if found is not None:
             scored, weights = found.rows, found.weights

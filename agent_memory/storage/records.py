@@ -30,7 +30,7 @@ from agent_memory.storage.compaction_records import CompactionQueries
 from agent_memory.storage.digest_records import DigestQueries
 from agent_memory.storage.graph_records import GraphQueries
 from agent_memory.storage.inserts import insert_image, insert_turn
-from agent_memory.storage.keyword_index import KeywordProjection
+from agent_memory.storage.keyword_projection import KeywordProjection
 from agent_memory.storage.outcome_records import OutcomeQueries
 from agent_memory.storage.recall_records import RecallQueries
 from agent_memory.storage.rows import (
@@ -93,33 +93,6 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
                 raise StorageError(f"Cannot open the records database {path}: {exc}") from exc
             raise
         return cls(writer, opened[1:], path)
-
-    def use_keyword_index(self) -> KeywordProjection:
-        """Answer keyword_search from the in-memory projection (storage/keyword_index.py), built in the background
-        from the first search on; until it is built, FTS5 answers."""
-        if self.path is None:
-            raise StorageError("the keyword index needs the records database's path")
-        if self.keyword_index is None:
-            self.keyword_index = KeywordProjection(self.path, lambda: self.commits, self._prune_keyword_changes)
-        return self.keyword_index
-
-    def start_keyword_index(self) -> KeywordProjection:
-        """`use_keyword_index`, with the build started now."""
-        projection = self.use_keyword_index()
-        projection.start()
-        return projection
-
-    async def drop_keyword_changes(self) -> int:
-        """Delete every keyword change row, when no projection reads them (`retrieval.keyword_projection` off):
-        the triggers keep writing them, and nothing else would delete them. Returns how many went."""
-        if self.keyword_index is not None:
-            return 0
-        async with self.transaction(projected=False) as db:
-            cursor = await db.execute("DELETE FROM keyword_changes")
-            return cursor.rowcount
-
-    async def _prune_keyword_changes(self, seq: int) -> None:
-        await self.write_one("DELETE FROM keyword_changes WHERE seq <= ?", (seq,))
 
     async def aclose(self) -> None:
         if not self._closed:

@@ -354,6 +354,9 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             "pending_outbox": await self.records.pending_outbox_count(),
             "log_bytes": await asyncio.to_thread(self.journal.total_bytes),
             "schema_version": await self.records.schema_version(),
+            "keyword_index": await projected.status()
+            if (projected := self.records.keyword_index)
+            else {"state": "off"},
         }
 
     async def doctor(self, *, repair: bool = False) -> DoctorReport:

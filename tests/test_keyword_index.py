@@ -271,6 +271,21 @@ async def test_the_first_search_starts_the_build_and_closing_does_not_wait_for_i
         await fresh.wait()
 
 
+async def test_stats_tell_the_projections_state(tmp_path: Path) -> None:
+    async with MemoryManager.open(load_config(environ={}, data_dir=str(tmp_path))) as manager:
+        await manager.process_turns([TurnInput("s1", n, f"We met in Porto, turn {n}") for n in range(3)])
+        assert (await manager.stats())["keyword_index"]["state"] == "idle"
+        await manager.retrieve("Porto", k=3)
+        assert manager.records.keyword_index is not None
+        await manager.records.keyword_index.wait()
+        shown = (await manager.stats())["keyword_index"]
+        assert shown["state"] == "ready" and shown["memories"] == 3 and shown["bytes"] > 0
+        assert shown["build_seconds"] is not None
+    off = load_config(environ={}, data_dir=str(tmp_path), retrieval__keyword_projection=False)
+    async with MemoryManager.open(off) as manager:
+        assert (await manager.stats())["keyword_index"] == {"state": "off"}
+
+
 async def test_with_no_projection_the_change_rows_are_dropped(tmp_path: Path) -> None:
     """`retrieval.keyword_projection = false`: the triggers still write change rows, and opening the store (or the
     sleep cycle's index job) deletes them, so they never pile up."""

@@ -132,6 +132,18 @@ class KeywordProjection:
             self._seen = -1  # read the changes again next time
             raise
 
+    async def status(self) -> dict[str, Any]:
+        """For `stats()`: "idle" (no search yet), "building", "ready" or "failed", with the memories it holds, its
+        arrays' bytes and the last build's seconds. Read on the projection's thread, where the index changes."""
+        if self._built is None:
+            state = "idle"
+        elif not self._built.done():
+            state = "building"
+        else:
+            state = "ready" if self.ready else "failed"
+        rows, size = await asyncio.wrap_future(self._pool.submit(lambda: (self._index.rows, self._index.nbytes())))
+        return {"state": state, "memories": rows, "bytes": size, "build_seconds": self.build_seconds}
+
     def _restart(self) -> None:
         self._seen = self._changed()
         self._built = asyncio.wrap_future(self._pool.submit(self._rebuild))

@@ -17,7 +17,7 @@ from agent_memory.errors import ClosedError
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput, utc_now
 from agent_memory.sleep.jobs import run_job
-from agent_memory.storage.keyword_index import TOKENIZE, KeywordIndex, Tokenizer
+from agent_memory.storage.keyword_index import MAX_CHUNKS, TOKENIZE, KeywordIndex, Tokenizer
 from agent_memory.storage.keyword_projection import PRUNE_EVERY, KeywordProjection
 from agent_memory.storage.records import SqliteRecords
 
@@ -302,6 +302,24 @@ async def test_with_no_projection_the_change_rows_are_dropped(tmp_path: Path) ->
         await manager.process_turns([TurnInput("s1", 9, "Porto again")])
     async with MemoryManager.open(config) as manager:
         assert (await manager.records._fetch("SELECT count(*) FROM keyword_changes"))[0][0] == 0
+
+
+def test_a_word_no_search_asks_for_stays_in_few_arrays() -> None:
+    """Each sync adds one array per word it touches; a word that is never searched is joined every MAX_CHUNKS."""
+    index = KeywordIndex()
+    for rowid in range(200):
+        index.add([(rowid, [("porto", 0, 0)])])
+    assert len(index._chunks["porto"]) <= MAX_CHUNKS
+    assert index.document_count(["porto"]) == 200 and len(index._chunks["porto"]) == 1
+
+
+def test_an_index_of_mostly_replaced_versions_asks_to_be_rebuilt() -> None:
+    index = KeywordIndex()
+    index.add((rowid, [("porto", 0, 0)]) for rowid in range(100))
+    assert not index.wasteful
+    for _ in range(50):  # every memory's words rewritten 50 times: 5,000 versions for 100 memories
+        index.add((rowid, [("lisbon", 0, 0)]) for rowid in range(100))
+    assert index.rows == 100 and index.wasteful
 
 
 def test_dead_documents_are_compacted_away() -> None:

@@ -25,6 +25,7 @@ K1, B, IDF_FLOOR = 1.2, 0.75, 1e-6  # fts5_aux.c
 COLUMNS = ("content", "keywords")
 DOC_SHIFT, COLUMN_BIT = 32, 31  # an instance is one int64: doc << 32 | column << 31 | offset
 WORD_CACHE = 50_000  # query words whose tokens are remembered
+MAX_CHUNKS = 16  # arrays a word's instances may be split into before they are joined (each sync adds one)
 
 
 class KeywordIndex:
@@ -67,7 +68,15 @@ class KeywordIndex:
             for term, column, offset in instances:
                 fresh.setdefault(term, []).append((doc << DOC_SHIFT) | (column << COLUMN_BIT) | offset)
         for term, keys in fresh.items():
-            self._chunks.setdefault(term, []).append(np.sort(np.array(keys, dtype=np.int64)))
+            chunks = self._chunks.setdefault(term, [])
+            chunks.append(np.sort(np.array(keys, dtype=np.int64)))
+            if len(chunks) > MAX_CHUNKS:  # a word no search asks for would otherwise gather one array per sync
+                chunks[:] = [np.concatenate(chunks)]
+
+    @property
+    def wasteful(self) -> bool:
+        """Whether most of the doc numbers handed out belong to versions replaced since: a rebuild renumbers."""
+        return self._docs > 3 * self.rows + 4096
 
     def remove(self, rowid: int) -> None:
         doc = int(self._doc_of[rowid]) if rowid < len(self._doc_of) else -1

@@ -123,6 +123,8 @@ class KeywordProjection:
         try:
             found = await asyncio.wrap_future(self._pool.submit(self._search, query, changed != seen))
             self._prune_later()
+            if self._index.wasteful:  # many rewritten memories: build afresh; FTS5 answers meanwhile
+                self._restart()
             return found
         except Exception as exc:  # the projection's own connection failed: FTS5 answers while it is rebuilt
             log.warning("keyword index failed, rebuilding it (FTS5 answers meanwhile): %s", exc)

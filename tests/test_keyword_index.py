@@ -191,6 +191,36 @@ async def test_a_word_held_by_most_memories_is_common_for_the_projection_too(rec
     _same_ranking(pruned, fts)
 
 
+async def test_searches_beside_writes_stay_in_step(records: SqliteRecords) -> None:
+    """Searches racing inserts, rewrites and deletes all answer, and once the writes stop the projection ranks
+    exactly as FTS5 does: no change was lost or applied twice while searches synced it."""
+    rng = random.Random(5)
+    await _insert(records, _corpus(200, rng))
+    await records.start_keyword_index().wait()
+
+    async def write() -> None:
+        for batch in range(12):
+            await _insert(records, _corpus(25, rng, prefix=f"b{batch}-"))
+            async with records.transaction() as db:
+                await db.execute(
+                    "UPDATE memories SET content = content || ' porto' WHERE memory_id = ?", (f"m{batch}",)
+                )
+                await db.execute("DELETE FROM memories WHERE memory_id = ?", (f"m{100 + batch}",))
+            await asyncio.sleep(0)
+
+    async def search() -> int:
+        answered = 0
+        for words in _queries(rng, 60):
+            answered += bool(await records.keyword_search("default", words, limit=10))
+        return answered
+
+    _, answered = await asyncio.gather(write(), search())
+    assert answered > 0
+    for words in _queries(rng, 60):
+        projected, fts = await _both(records, "default", words, limit=20, common_share=0.05)
+        _same_ranking(projected, fts)
+
+
 async def test_the_change_log_is_pruned_and_a_gap_rebuilds(records: SqliteRecords) -> None:
     """The projection deletes the change rows it applied; if rows it never read are gone, it rebuilds."""
     projection = records.start_keyword_index()

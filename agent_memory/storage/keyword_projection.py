@@ -123,8 +123,9 @@ class KeywordProjection:
         try:
             found = await asyncio.wrap_future(self._pool.submit(self._search, query, changed != seen))
             self._prune_later()
-            if self._index.wasteful:  # many rewritten memories: build afresh; FTS5 answers meanwhile
-                self._restart()
+            if found is None or self._index.wasteful:  # a bulk ingest, a gap, many rewritten memories
+                self._restart()  # built afresh in the background; FTS5 answers meanwhile
+                return None
             return found
         except Exception as exc:  # the projection's own connection failed: FTS5 answers while it is rebuilt
             log.warning("keyword index failed, rebuilding it (FTS5 answers meanwhile): %s", exc)
@@ -223,29 +224,30 @@ class KeywordProjection:
             self.build_seconds,
         )
 
-    def _sync(self) -> None:
+    def _sync(self) -> bool:
+        """Apply the changes past the last one applied; False when the index must be built again instead."""
         db = self._connect()
         assert self._tokenizer is not None
         first, last = db.execute("SELECT min(seq), max(seq) FROM keyword_changes").fetchone()
         if first is not None and first > self._seq + 1:
-            self._build()  # another process pruned what this one had not read: start again
-            return
+            return False  # another process pruned what this one had not read: start again
         if last is not None and last - self._seq > REBUILD_AFTER + self._index.rows // 10:
-            self._build()  # a bulk ingest: reading FTS5's index again beats tokenizing every row here
-            return
+            return False  # a bulk ingest: reading FTS5's index again beats tokenizing every row here
         rows = db.execute(_CHANGES_SQL, (self._seq,)).fetchall()
         if not rows:
-            return
+            return True
         present = [(row, content or "", keywords or "") for _, exists, content, keywords, row in rows if exists]
         for _, exists, _, _, row in rows:
             if not exists:
                 self._index.remove(row)
         self._index.add(self._tokenizer.rows(present))
         self._seq = max(r[0] for r in rows)
+        return True
 
-    def _search(self, query: KeywordQuery, changed: bool) -> Matches:
-        if changed:
-            self._sync()
+    def _search(self, query: KeywordQuery, changed: bool) -> Matches | None:
+        """The search on the projection's thread; None when the index must be built again first."""
+        if changed and not self._sync():
+            return None
         assert self._tokenizer is not None
         weights = self._weights(query.namespace, query.terms) if query.weighted else {}
         limit = 2 * query.limit if weights else query.limit  # a weighted hit may climb into the cut

@@ -23,7 +23,7 @@ from agent_memory import (
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.storage.outbox import Projector
-from agent_memory.storage.records import PENDING_KEYWORDS
+from agent_memory.storage.outbox_records import PENDING_KEYWORDS
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

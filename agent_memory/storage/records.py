@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -22,8 +21,6 @@ from agent_memory.errors import ClosedError, MemoryNotFound, StorageError
 from agent_memory.models import (
     LogPosition,
     Memory,
-    MemoryId,
-    OutboxItem,
     TurnRow,
 )
 from agent_memory.storage.compaction_records import CompactionQueries
@@ -31,6 +28,7 @@ from agent_memory.storage.digest_records import DigestQueries
 from agent_memory.storage.graph_records import GraphQueries
 from agent_memory.storage.inserts import insert_image, insert_turn
 from agent_memory.storage.keyword_projection import KeywordProjection
+from agent_memory.storage.outbox_records import OutboxQueries
 from agent_memory.storage.outcome_records import OutcomeQueries
 from agent_memory.storage.recall_records import RecallQueries
 from agent_memory.storage.rows import (
@@ -39,7 +37,6 @@ from agent_memory.storage.rows import (
     TurnCommit,
     memory_row,
     migrations,
-    ts,
     turn_row,
 )
 from agent_memory.storage.sleep_records import SleepQueries
@@ -48,18 +45,13 @@ READERS = 2
 """Read connections, each with its own thread. A query's reads overlap (the keyword search beside the grep hits'
 lookup, the graph walk beside the rows): WAL lets them run at once instead of queueing on one thread."""
 READER_MMAP_BYTES = 256 << 20
-# Every read drains the projector, which asks this first: it must cost nothing when nothing is pending, so it walks
-# the pending rows (in id order, which is creation order) and never the memories (ORDER BY m.rowid scanned them
-# all: 16 ms a read at 10k memories).
-PENDING_KEYWORDS = (
-    "SELECT p.memory_id, m.content FROM pending_keywords AS p JOIN memories AS m USING (memory_id) "
-    "ORDER BY p.memory_id LIMIT ?"
-)
 """The read connection maps up to this much of the database instead of copying pages through SQLite's cache: a
 query's few hundred memory rows, scattered over the file, read about 30% faster (10k memories: 2.5 -> 1.8 ms)."""
 
 
-class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, CompactionQueries, DigestQueries):
+class SqliteRecords(
+    RecallQueries, OutboxQueries, SleepQueries, OutcomeQueries, GraphQueries, CompactionQueries, DigestQueries
+):
     def __init__(
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: Path | None = None
     ) -> None:
@@ -317,75 +309,6 @@ class SqliteRecords(RecallQueries, SleepQueries, OutcomeQueries, GraphQueries, C
         """The memories that have a text vector (or with `image`, a CLIP vector): what each collection must hold."""
         column = "image_embedding" if image else "embedding"
         return {r[0] for r in await self._fetch(f"SELECT memory_id FROM memories WHERE {column} IS NOT NULL")}
-
-    # ----- outbox ------------------------------------------------------------------------------------
-
-    async def pending_outbox(self, limit: int, *, vectors: bool = False) -> list[OutboxItem]:
-        """The oldest rows not yet done; with `vectors`, only those whose vector part is not applied yet."""
-        pending = "vectors_at IS NULL AND done_at IS NULL" if vectors else "done_at IS NULL"
-        rows = await self._fetch(
-            f"SELECT outbox_id, op, memory_id, attempts, scope, vectors_at IS NOT NULL FROM outbox WHERE {pending} "
-            "ORDER BY outbox_id LIMIT ?",
-            (limit,),
-        )
-        return [OutboxItem(r[0], r[1], MemoryId(r[2]), r[3], r[4], bool(r[5])) for r in rows]
-
-    async def has_pending_for_reads(self) -> bool:
-        """Whether an outbox row's vector part or a memory's keywords wait: what a read applies before it searches."""
-        rows = await self._fetch(
-            "SELECT EXISTS (SELECT 1 FROM outbox WHERE vectors_at IS NULL AND done_at IS NULL) "
-            "OR EXISTS (SELECT 1 FROM pending_keywords)"
-        )
-        return bool(rows[0][0])
-
-    async def has_pending(self) -> bool:
-        """Whether any outbox row or memory's keywords wait for the projector: one indexed probe per table, asked by
-        every read before it drains."""
-        rows = await self._fetch(
-            "SELECT EXISTS (SELECT 1 FROM outbox WHERE done_at IS NULL) OR EXISTS (SELECT 1 FROM pending_keywords)"
-        )
-        return bool(rows[0][0])
-
-    async def pending_outbox_count(self) -> int:
-        rows = await self._fetch("SELECT count(*) FROM outbox WHERE done_at IS NULL")
-        return int(rows[0][0])
-
-    async def pending_keywords(self, limit: int) -> list[tuple[str, str]]:
-        """(memory id, content) of memories whose keywords are still to be derived, oldest first (ids sort by
-        creation)."""
-        rows = await self._fetch(PENDING_KEYWORDS, (limit,))
-        return [(r[0], r[1]) for r in rows]
-
-    async def set_keywords(self, found: Sequence[tuple[str, str, Sequence[str]]]) -> None:
-        """Write derived keywords, each (memory id, the content they came from, keywords), and clear the pending
-        rows; a memory whose content changed since (an erasure) keeps what it has."""
-        async with self.transaction() as db:
-            await db.executemany(
-                "UPDATE memories SET keywords = ? WHERE memory_id = ? AND content = ?",
-                [(json.dumps(list(keywords)), memory_id, content) for memory_id, content, keywords in found],
-            )
-            await db.executemany("DELETE FROM pending_keywords WHERE memory_id = ?", [(m,) for m, _, _ in found])
-
-    async def mark_outbox(
-        self, done: Sequence[int], *, now: datetime, error: str | None = None, vectors_only: bool = False
-    ) -> None:
-        """Stamp rows applied (`vectors_only`: their vector part alone), or count a failed attempt with `error`."""
-        async with self.transaction() as db:
-            if error is None and vectors_only:
-                await db.executemany(
-                    "UPDATE outbox SET vectors_at = ? WHERE outbox_id = ?", [(ts(now), i) for i in done]
-                )
-            elif error is None:
-                await db.executemany(
-                    "UPDATE outbox SET done_at = ?, vectors_at = coalesce(vectors_at, ?), attempts = attempts + 1 "
-                    "WHERE outbox_id = ?",
-                    [(ts(now), ts(now), i) for i in done],
-                )
-            else:
-                await db.executemany(
-                    "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE outbox_id = ?",
-                    [(error[:2000], i) for i in done],
-                )
 
     # ----- access and retrieval events ---------------------------------------------------------------
 

@@ -42,7 +42,11 @@ def make_embedder(config: Config) -> Embedder:
     from agent_memory.embeddings.onnx_text import OnnxMiniLmEmbedder
 
     return OnnxMiniLmEmbedder(
-        settings.model_path, cache_dir=config.embedding_cache, batch_size=settings.batch_size, threads=settings.threads
+        settings.model_path,
+        cache_dir=config.embedding_cache,
+        batch_size=settings.batch_size,
+        threads=settings.threads,
+        query_precision=settings.query_precision,
     )
 
 

@@ -231,7 +231,7 @@ class ReadPath:
             )
             best = recalled.best_similarity
             if best is not None and best < self.config.retrieval.gap_floor:
-                vector = recalled.vector if recalled.vector is not None else (await self.embedder.embed([query]))[0]
+                vector = recalled.vector if recalled.vector is not None else await self.embedder.embed_query(query)
                 gap = RetrievalGap(
                     new_id(), namespace, query, recalled.keywords, best, at, at + self.config.retrieval.gap_ttl
                 )

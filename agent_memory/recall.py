@@ -185,7 +185,7 @@ class Recall:
         try:
             vector = self.recent(text) if self.recent is not None else None
             if vector is None:  # a text the write path embedded a moment ago ("embed" is then absent from timings)
-                vector = (await _timed(timings, "embed", self.embedder.embed([text])))[0]
+                vector = await _timed(timings, "embed", self.embedder.embed_query(text))
             embedded["text"] = vector
             jobs: list[Awaitable[dict[str, Hits]]] = []
             if wanted:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
 
 from agent_memory.embeddings.onnx_text import OnnxMiniLmEmbedder
 from agent_memory.embeddings.text import Embedder, MiniLmEmbedder
@@ -43,14 +47,81 @@ async def test_similar_sentences_are_closer(embedder: Embedder) -> None:
 
 
 async def test_export_is_cached_and_reused(tmp_path: Path) -> None:
-    first = OnnxMiniLmEmbedder(cache_dir=tmp_path)
+    first = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32")
     await first.load()
     exported = list(tmp_path.glob("*.onnx"))
     assert len(exported) == 1 and not list(tmp_path.glob("*.partial"))
     stamp = exported[0].stat().st_mtime_ns
-    second = OnnxMiniLmEmbedder(cache_dir=tmp_path)
+    second = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32")
     await second.load()
     assert exported[0].stat().st_mtime_ns == stamp
     assert np.allclose(await first.embed(["same"]), await second.embed(["same"]))
     await first.aclose()
     await second.aclose()
+
+
+QUESTIONS = [
+    "What did Caroline research after the support group?",
+    "When did I move to Porto?",
+    "what's the PIN of the blue locker",
+    "Which activities does Melanie partake in?",
+]
+
+
+async def test_a_question_goes_through_the_int8_model_close_to_the_float32_one(embedder: Embedder) -> None:
+    assert isinstance(embedder, OnnxMiniLmEmbedder) and embedder.query_precision == "int8"
+    stored = await embedder.embed(QUESTIONS + SENTENCES[:2])
+    asked = np.vstack([await embedder.embed_query(q) for q in QUESTIONS])
+    assert asked.dtype == np.float32 and np.allclose(np.linalg.norm(asked, axis=1), 1.0, atol=1e-5)
+    agreement = (asked * stored[: len(QUESTIONS)]).sum(axis=1)
+    assert agreement.min() > 0.98 and not np.allclose(asked, stored[: len(QUESTIONS)], atol=1e-4)  # another model
+    porto = asked[1]  # still nearest to what it asks about
+    assert float(porto @ stored[len(QUESTIONS)]) > float(porto @ stored[len(QUESTIONS) + 1]) + 0.2
+
+
+async def test_the_int8_model_is_made_once_and_float32_questions_use_the_stored_model(tmp_path: Path) -> None:
+    first = OnnxMiniLmEmbedder(cache_dir=tmp_path)
+    await first.load()
+    (quantized,) = tmp_path.glob("*-int8.onnx")
+    stamp = quantized.stat().st_mtime_ns
+    second = OnnxMiniLmEmbedder(cache_dir=tmp_path)
+    exact = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32")
+    try:
+        await second.load()
+        assert quantized.stat().st_mtime_ns == stamp and not list(tmp_path.glob("*.partial"))
+        assert np.array_equal(await first.embed_query("same"), await second.embed_query("same"))
+        assert np.allclose(await exact.embed_query(QUESTIONS[0]), (await exact.embed([QUESTIONS[0]]))[0], atol=1e-6)
+    finally:
+        for embedder in (first, second, exact):
+            await embedder.aclose()
+
+
+@pytest.mark.parametrize(("broken", "reason"), [("unreadable", "could not be made"), ("strays", "strays from it")])
+async def test_a_query_model_that_cannot_load_or_strays_falls_back_to_float32(
+    tmp_path: Path, broken: str, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A corrupt cached file, or one whose vectors stray from the float32 model's, is not used: the question is
+    embedded by the stored model, and a warning says why."""
+    first = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32")
+    await first.load()
+    await first.aclose()
+    (exported,) = tmp_path.glob("*.onnx")
+    target = exported.with_name(exported.stem + "-int8.onnx")
+    if broken == "unreadable":
+        target.write_bytes(b"not an onnx model")
+    else:  # a well-formed model with its token embeddings shuffled: it loads, and places questions elsewhere
+        model = onnx.load(str(exported))
+        table = max(model.graph.initializer, key=lambda t: int(np.prod(t.dims)))
+        weights = numpy_helper.to_array(table)
+        table.CopyFrom(numpy_helper.from_array(weights[np.random.default_rng(7).permutation(len(weights))], table.name))
+        onnx.save(model, str(target))
+    embedder = OnnxMiniLmEmbedder(cache_dir=tmp_path)
+    try:
+        with caplog.at_level(logging.WARNING, logger="agent_memory.embeddings.onnx_text"):
+            await embedder.load()
+        (warning,) = [r.getMessage() for r in caplog.records if "questions are embedded in float32" in r.getMessage()]
+        assert reason in warning
+        got, expected = await embedder.embed_query(QUESTIONS[1]), (await embedder.embed([QUESTIONS[1]]))[0]
+        assert np.allclose(got, expected, atol=1e-6)
+    finally:
+        await embedder.aclose()

@@ -189,7 +189,7 @@ async def test_a_miss_opens_a_retrieval_gap_and_a_hit_does_not(manager: MemoryMa
     assert gaps[0].expires_at - gaps[0].opened_at == manager.config.retrieval.gap_ttl
     assert (await manager.stats())["records"]["retrieval_gaps"] == 1
     ((_, stored),) = await manager.records.open_gaps("default", now=manager.clock())
-    (asked,) = await manager.embedder.embed(["When is my dentist appointment?"])
+    asked = await manager.embedder.embed_query("When is my dentist appointment?")  # the vector it was searched with
     assert stored is not None and np.array_equal(np.frombuffer(stored, dtype="<f4"), asked.astype("<f4"))
 
 
@@ -235,6 +235,10 @@ class Counting:
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.texts.extend(texts)
         return await self.inner.embed(texts)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        self.texts.append(text)
+        return await self.inner.embed_query(text)
 
     async def aclose(self) -> None:
         return None  # the session's embedder outlives this test

@@ -211,6 +211,10 @@ class PooledEmbedder:
             out[row] = vector / np.linalg.norm(vector)
         return out
 
+    async def embed_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = (await self.embed([text]))[0]
+        return vector
+
     async def aclose(self) -> None:
         return None
 

@@ -18,6 +18,10 @@ class Embedder(Protocol):
 
     async def load(self) -> None: ...
     async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    async def embed_query(self, text: str) -> np.ndarray:
+        """A question's vector, to search the stored ones with (an embedder may use a faster model for it)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -60,6 +64,10 @@ class MiniLmEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return await asyncio.get_running_loop().run_in_executor(self._thread, self._embed_sync, list(texts))
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = (await self.embed([text]))[0]
+        return vector
 
     def _embed_sync(self, texts: list[str]) -> np.ndarray:
         model = self._load_sync()

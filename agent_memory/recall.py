@@ -111,8 +111,7 @@ class Recall:
                 fuse_layers(rankings, weights=weights, rrf_k=config.rrf_k, method=config.fusion), query.finalists
             )
             rows.ask(list(fused[0]))  # read while the graph is walked
-            steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace))
-            rows.ask([s.memory_id for s in steps])  # read beside what the layers' reads still hold up
+            steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace, rows))
             memories = await rows.read(())
             if query.as_of is not None:
                 memories = {i: m for i, m in memories.items() if _known(m, query.as_of)}
@@ -245,15 +244,19 @@ class Recall:
         ranked = [(owners[(h.segment, h.offset)], float(len(h.terms))) for h in hits if (h.segment, h.offset) in owners]
         return list(dict(reversed(ranked)).items())[::-1]  # each memory once, at its best rank
 
-    async def _walk(self, base: Mapping[str, float], namespace: str) -> list[GraphStep]:
-        """The graph steps from the best fused hits (`base`: fused score by memory)."""
+    async def _walk(self, base: Mapping[str, float], namespace: str, rows: _Rows) -> list[GraphStep]:
+        """The graph steps from the best fused hits (`base`: fused score by memory). The rows of the memories they
+        reach come back with them (one hop to a reader thread, not two), so the walk waits for `settled` first."""
         config = self.config.retrieval
         if config.graph_depth == 0 or config.graph_seeds == 0 or config.graph_weight == 0:
             return []
         seeds = seeds_of(base, config.graph_seeds)
-        return await self.records.graph_neighbours(
+        await rows.settled()
+        steps, reached = await self.records.graph_neighbourhood(
             seeds, namespace, depth=config.graph_depth, fanout=config.entity_fanout
         )
+        rows.add(reached)
+        return steps
 
     async def _resolve(self, anchor: EventAnchor, query: Query) -> TimeWindow | None:
         """ "before I moved": find when the event happened (the best match for it), and cut the window there."""
@@ -278,7 +281,7 @@ class _Rows:
     def __init__(self, records: SqliteRecords, settled: Callable[[], Awaitable[None]] | None) -> None:
         self._records, self._settled = records, settled
         self._asked: set[str] = set()
-        self._reads: list[asyncio.Task[dict[str, Memory]]] = []
+        self._reads: list[asyncio.Future[dict[str, Memory]]] = []
 
     async def asking(self, layer: Awaitable[dict[str, Hits]], depth: int | None = None) -> dict[str, Hits]:
         """The layer's hits; the rows of its best `depth` (all when None) are asked for at once."""
@@ -292,9 +295,21 @@ class _Rows:
             self._asked.update(wanted)
             self._reads.append(asyncio.create_task(self._read(wanted)))
 
-    async def _read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+    def add(self, memories: Mapping[str, Memory]) -> None:
+        """Rows read by another query (the graph walk's) after `settled`: none of them is read again."""
+        fresh = {i: m for i, m in memories.items() if i not in self._asked}
+        if fresh:
+            self._asked.update(fresh)
+            read: asyncio.Future[dict[str, Memory]] = asyncio.get_running_loop().create_future()
+            read.set_result(fresh)
+            self._reads.append(read)
+
+    async def settled(self) -> None:
         if self._settled is not None:
             await self._settled()
+
+    async def _read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        await self.settled()
         return await self._records.get_memories(memory_ids, entities=False)  # the read path names what it returns
 
     async def read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:

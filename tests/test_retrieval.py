@@ -375,6 +375,23 @@ async def test_the_walk_is_one_query_that_never_scans_a_table(manager: MemoryMan
     assert {(s.memory_id, s.hops, s.relation) for s in steps} == {(ids[1], 1, "NEXT"), (ids[2], 2, "NEXT")}
 
 
+async def test_the_walk_brings_the_rows_of_what_it_reached_in_the_same_query(manager: MemoryManager) -> None:
+    """The read path's walk returns the steps `graph_neighbours` gives, in the same order, and each reached memory's
+    row once, as `get_memories(..., entities=False)` reads it: a memory two seeds reach, by two kinds of edge, too."""
+    texts = ["Ines sails to Porto with Tom.", "Tom sails too.", "The regatta starts at noon.", "Ines won it."]
+    ids = await add(manager, "s", texts, NOW)
+    await manager.records.add_links([(ids[3], ids[0], "RELATED_TO", 0.9, "test")], now=NOW)
+    reached_twice = 0
+    for seeds in (ids[:1], ids[:2], [ids[3], ids[1]]):
+        expected = await manager.records.graph_neighbours(seeds, "default", depth=2, fanout=25)
+        steps, rows = await manager.records.graph_neighbourhood(seeds, "default", depth=2, fanout=25)
+        assert steps == expected and steps
+        assert rows == await manager.records.get_memories([s.memory_id for s in steps], entities=False)
+        reached_twice += len(steps) - len({s.memory_id for s in steps})
+    assert reached_twice > 0
+    assert await manager.records.graph_neighbourhood([], "default", depth=2, fanout=25) == ([], {})
+
+
 async def test_grep_hits_find_their_memories_in_one_query_by_index(manager: MemoryManager) -> None:
     """Every grep hit's (segment, offset) is looked up at once, each through the turns' position index."""
     ids = await add(manager, "s", ["Ines sails to Porto.", "Tom sails too.", "The regatta starts at noon."], NOW)

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.errors import StorageError
-from agent_memory.models import GraphStep, RetrievalGap
+from agent_memory.models import GraphStep, Memory, RetrievalGap
 from agent_memory.storage.keyword_projection import KeywordProjection, KeywordQuery
-from agent_memory.storage.rows import gap_row, ts
+from agent_memory.storage.rows import MEMORY_COLUMNS, gap_row, memory_row, ts
 
 KEYWORD_FLOOR = 1e-3
 """A BM25 score below this matched only words most memories carry (FTS5 gives such a word an IDF of 1e-6: a
@@ -71,6 +71,13 @@ WALK_WITH = (
 )
 """The walk's common parts. An entity is rare when at most `fanout` memories mention it, and counting stops at
 `fanout + 1`: counting every mention of a speaker's name took 13.6 ms at 100k memories, the bounded count 0.12 ms."""
+_STEPS_WITH_ROWS = (  # the steps in their order, the first step to each memory with that memory's row
+    "SELECT s.kind, s.id, s.seed, s.hops, s.relation, "
+    + MEMORY_COLUMNS
+    + " FROM (SELECT *, row_number() OVER (PARTITION BY id ORDER BY ord) AS nth FROM "
+    "(SELECT *, row_number() OVER () AS ord FROM steps)) AS s "
+    "LEFT JOIN memories ON memories.memory_id = s.id AND s.nth = 1 ORDER BY s.ord"
+)
 WALK_SQL = {  # (kind, memory, seed, hops, relation); each part's plan starts from the seeds' primary keys
     "NEXT": "SELECT 'NEXT', m.memory_id, s.memory_id, abs(m.turn_number - s.turn_number), NULL FROM memories s "
     "JOIN memories m ON m.namespace = s.namespace AND m.session_id = s.session_id "
@@ -272,15 +279,40 @@ class RecallQueries:
         1,600 digests' links, where Kuzu 0.11 took 33 ms (five indexed queries, p50) or 18 ms (one for all five);
         asking for every kind of edge in one query instead of five took the walk inside a 10k retrieval from ~10 ms
         of waiting behind the candidates' rows to about one."""
+        steps, _ = await self._walk(seeds, namespace, depth=depth, fanout=fanout, parts=parts, rows=False)
+        return steps
+
+    async def graph_neighbourhood(
+        self, seeds: Sequence[str], namespace: str, *, depth: int, fanout: int
+    ) -> tuple[list[GraphStep], dict[str, Memory]]:
+        """`graph_neighbours`, with the row of each memory it reached (entities left empty, as `get_memories(...,
+        entities=False)` leaves them), read by the same query: the read path needs those rows next, and a second
+        hop to a reader thread cost a 10k retrieval about as much as the walk itself."""
+        return await self._walk(seeds, namespace, depth=depth, fanout=fanout, parts=WALK_PARTS, rows=True)
+
+    async def _walk(
+        self, seeds: Sequence[str], namespace: str, *, depth: int, fanout: int, parts: Sequence[str], rows: bool
+    ) -> tuple[list[GraphStep], dict[str, Memory]]:
         wanted = [p for p in parts if p != "MENTIONS" or fanout > 0]
         if not seeds or depth <= 0 or not wanted:
-            return []
-        rows = await self._fetch(
-            WALK_WITH + " UNION ALL ".join(WALK_SQL[p] for p in wanted),
-            {"seeds": json.dumps(list(seeds)), "depth": depth, "fanout": fanout, "namespace": namespace},
+            return [], {}
+        union = " UNION ALL ".join(WALK_SQL[p] for p in wanted)
+        sql = WALK_WITH + (
+            f", steps(kind, id, seed, hops, relation) AS ({union}) {_STEPS_WITH_ROWS}" if rows else union
         )
+        found = await self._fetch(
+            sql, {"seeds": json.dumps(list(seeds)), "depth": depth, "fanout": fanout, "namespace": namespace}
+        )
+        steps = self._steps(found, seeds)
+        if not rows:
+            return steps, {}
+        reached = {s.memory_id for s in steps}  # not a seed a link led back to
+        return steps, {row[1]: memory_row(row[5:], ()) for row in found if row[1] in reached and row[5] is not None}
+
+    @staticmethod
+    def _steps(found: Sequence[Sequence[Any]], seeds: Sequence[str]) -> list[GraphStep]:
         steps, links = [], []
-        for kind, memory_id, seed, hops, relation in rows:
+        for kind, memory_id, seed, hops, relation, *_ in found:
             if kind == "LINK":
                 links.append((memory_id, seed, int(hops), relation))
             else:

@@ -123,6 +123,10 @@ class RetrievalConfig(_Section):
     """A retrieval whose best semantic similarity is below this found nothing relevant: it opens a retrieval gap."""
     gap_ttl: timedelta = timedelta(days=7)
     """How long a retrieval gap stays open unless a memory fills it first."""
+    record_delay: timedelta = Field(default=timedelta(seconds=1), gt=timedelta(0))
+    """How long retrievals' records (access, events, gaps) wait to be written together, unless 32 wait or
+    something reads them first (settle(), get(), stats, the sleep jobs, a turn's save decision for gaps). Retrievals
+    see the waiting accesses meanwhile; a crash loses the records not yet written, never a memory."""
     token_counter: Literal["chars", "cl100k_base"] = "chars"
     """How context() counts tokens: 'chars' is ceil(len/4); 'cl100k_base' is tiktoken, offline."""
 

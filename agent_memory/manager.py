@@ -40,6 +40,7 @@ from agent_memory.policy.controller import HeuristicPolicy, Policy
 from agent_memory.policy.habituation import KeepShare
 from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
+from agent_memory.retrieval_log import RetrievalLog
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.grep import RipgrepJournalSearch
@@ -161,6 +162,10 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 await doctor.rebuild_graph(self.records, self.graph)
             if rebuild_vectors:
                 await doctor.rebuild_vectors(self.records, self.vectors)
+            self.retrieval_log = RetrievalLog(
+                self.records, self.embedder.embed_query, delay=self.config.retrieval.record_delay
+            )
+            stack.push_async_callback(self.retrieval_log.aclose)
             self._reader = Recall(
                 records=self.records,
                 vectors=self.vectors,
@@ -252,7 +257,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             ]
             embedding = self._start_embedding(records)
             try:
-                await self._recorded()  # the last retrieval's record may open a gap that the decision reads
+                await self._recorded(gaps_only=True)  # a waiting retrieval record may open a gap the decision reads
                 await self._store_images(images)
                 positions = await self.journal.append_many(records)
             except BaseException:

@@ -26,6 +26,7 @@ from agent_memory.errors import InvalidInput
 from agent_memory.models import Context, EmotionalContext, Memory, RetrievalGap, RetrievalResult, new_id
 from agent_memory.policy.controller import Policy
 from agent_memory.recall import Query, Recall, Recalled
+from agent_memory.retrieval_log import RetrievalLog, RetrievalRecord
 from agent_memory.storage.outbox import Projector
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.validation import check_content, check_emotion, check_identifier, check_images, read_image
@@ -42,7 +43,7 @@ class ReadPath:
     token_counter: TokenCounter
     policy: Policy
     _reader: Recall
-    _recording: asyncio.Task[None] | None = None  # the last retrieval's record, written after its results return
+    retrieval_log: RetrievalLog  # what retrievals record, written behind them in batches
 
     if TYPE_CHECKING:  # provided by MemoryManager
 
@@ -161,7 +162,8 @@ class ReadPath:
         asked = Query(
             query, namespace, reference, mood, known, limit=limit, finalists=finalists, image=seen, without=without
         )
-        return await self._reader.run(asked, settled=self._recorded)  # the last record lands while this searches
+        async with self.retrieval_log.reading():  # the records not yet written are laid over the rows it reads
+            return await self._reader.run(asked, overlay=self.retrieval_log.overlay)
 
     async def _named(self, results: Sequence[RetrievalResult]) -> list[RetrievalResult]:
         """`results` with each memory's entities, read for these alone: candidates are ranked without them."""
@@ -188,56 +190,31 @@ class ReadPath:
         return value.astimezone(UTC)
 
     async def settle(self) -> int:
-        """Finish what earlier calls left to run after they returned: the last retrieval's record (access, event,
-        gap) and the pending projections. Reads call this first (a retrieval waits for the record only before it
-        reads rows), so each sees what came before it. Returns how many outbox rows were applied."""
+        """Finish what earlier calls left to run after they returned: the retrievals' records (access, events,
+        gaps), written in batches behind them, and the pending projections. Reads of what those write call this
+        first. Returns how many outbox rows were applied."""
         await self._recorded()
         return await self.projector.drain()
 
-    async def _recorded(self) -> None:
-        """Wait for the last retrieval's record (the save decision reads the gaps it opens). Each record waits for
-        the one before it, so the last one stands for all."""
-        task = self._recording
-        if task is not None:
-            await asyncio.shield(task)  # a cancelled caller leaves the record to finish
-            if self._recording is task:  # a retrieval that ran meanwhile left a newer one
-                self._recording = None
+    async def _recorded(self, *, gaps_only: bool = False) -> None:
+        """Write the retrievals' records that wait (only if one opens a gap, with `gaps_only`: the save decision
+        reads gaps) and wait for them."""
+        await self.retrieval_log.flush(gaps_only=gaps_only)
 
     def _record_later(
         self, query: str, namespace: str, k: int, results: Sequence[RetrievalResult], recalled: Recalled
     ) -> None:
-        """Write the retrieval's record after its results return (one statement and its fsync, a few ms under
-        load): the caller reads its results meanwhile. Records are written in order, one after the other."""
-        at, previous = self.clock(), self._recording
-        self._recording = asyncio.create_task(self._record(previous, query, namespace, k, results, recalled, at))
-
-    async def _record(
-        self,
-        previous: asyncio.Task[None] | None,
-        query: str,
-        namespace: str,
-        k: int,
-        results: Sequence[RetrievalResult],
-        recalled: Recalled,
-        at: datetime,
-    ) -> None:
-        """Access once per returned memory, the retrieval event, and a gap when nothing relevant was found. A
-        failure is logged: the results were already returned, and nothing the caller stored is at stake."""
-        if previous is not None:
-            await previous
-        try:
-            await self.records.record_retrieval(
-                new_id(), namespace, query, at=at, k=k, results=[(r.memory.memory_id, r.score) for r in results]
+        """Hold the retrieval's record (access per result, the event, a gap when nothing relevant was found) for
+        the next batch written (retrieval_log.py); until then retrievals see its accesses laid over their rows."""
+        at = self.clock()
+        best = recalled.best_similarity
+        gap = None
+        if best is not None and best < self.config.retrieval.gap_floor:
+            gap = RetrievalGap(
+                new_id(), namespace, query, recalled.keywords, best, at, at + self.config.retrieval.gap_ttl
             )
-            best = recalled.best_similarity
-            if best is not None and best < self.config.retrieval.gap_floor:
-                vector = recalled.vector if recalled.vector is not None else await self.embedder.embed_query(query)
-                gap = RetrievalGap(
-                    new_id(), namespace, query, recalled.keywords, best, at, at + self.config.retrieval.gap_ttl
-                )
-                await self.records.open_gap(gap, vector.astype("<f4").tobytes())
-        except Exception:
-            log.exception("the retrieval of %r could not be recorded (access, event, gap)", query[:80])
+        scored = tuple((r.memory.memory_id, r.score) for r in results)
+        self.retrieval_log.add(RetrievalRecord(new_id(), namespace, query, at, k, scored, gap, recalled.vector))
 
     async def open_gaps(self, namespace: str = "default") -> list[RetrievalGap]:
         """Questions asked recently that the memory could not answer, newest first."""

@@ -87,16 +87,18 @@ class Recall:
         self._images_known: dict[str, tuple[int, bool]] = {}  # namespace -> (records.commits, has images)
         self.recent = recent  # the vector of a text the write path has just embedded, if it has
 
-    async def run(self, query: Query, *, settled: Callable[[], Awaitable[None]] | None = None) -> Recalled:
-        """Search every layer, walk the graph, rank. `settled` is awaited before the candidates' rows are read:
-        the search layers do not depend on the last retrieval's access record, the ranking (decay) does."""
+    async def run(
+        self, query: Query, *, overlay: Callable[[Mapping[str, Memory]], dict[str, Memory]] | None = None
+    ) -> Recalled:
+        """Search every layer, walk the graph, rank. `overlay` lays what is not yet written over the candidates'
+        rows before they are ranked: the accesses of earlier retrievals, which decay reads (retrieval_log.py)."""
         timings: dict[str, float] = {}
         parsed = parse_time_query(query.text, now=query.now)
         window = parsed.window
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
         embedded: dict[str, np.ndarray] = {}
-        rows = _Rows(self.records, settled)
+        rows = _Rows(self.records)
         try:
             rankings = await self._layers(
                 parsed.remainder or query.text, query.text, query, window, timings, embedded, rows
@@ -113,6 +115,8 @@ class Recall:
             rows.ask(list(fused[0]))  # read while the graph is walked
             steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace, rows))
             memories = await rows.read(())
+            if overlay is not None:
+                memories = overlay(memories)
             if query.as_of is not None:
                 memories = {i: m for i, m in memories.items() if _known(m, query.as_of)}
         finally:
@@ -246,12 +250,11 @@ class Recall:
 
     async def _walk(self, base: Mapping[str, float], namespace: str, rows: _Rows) -> list[GraphStep]:
         """The graph steps from the best fused hits (`base`: fused score by memory). The rows of the memories they
-        reach come back with them (one hop to a reader thread, not two), so the walk waits for `settled` first."""
+        reach come back with them: one hop to a reader thread, not two."""
         config = self.config.retrieval
         if config.graph_depth == 0 or config.graph_seeds == 0 or config.graph_weight == 0:
             return []
         seeds = seeds_of(base, config.graph_seeds)
-        await rows.settled()
         steps, reached = await self.records.graph_neighbourhood(
             seeds, namespace, depth=config.graph_depth, fanout=config.entity_fanout
         )
@@ -274,12 +277,11 @@ class Recall:
 
 class _Rows:
     """The candidates' rows, read as the search layers end: while grep scans a large log, the other layers'
-    rows are already being read. Each read first awaits `settled` (the last retrieval's access record, which
-    the ranking's decay reads). Their entities are left empty: nothing ranks on them, and the read path asks
+    rows are already being read. Their entities are left empty: nothing ranks on them, and the read path asks
     for them only for what it returns (ReadPath._named)."""
 
-    def __init__(self, records: SqliteRecords, settled: Callable[[], Awaitable[None]] | None) -> None:
-        self._records, self._settled = records, settled
+    def __init__(self, records: SqliteRecords) -> None:
+        self._records = records
         self._asked: set[str] = set()
         self._reads: list[asyncio.Future[dict[str, Memory]]] = []
 
@@ -296,7 +298,7 @@ class _Rows:
             self._reads.append(asyncio.create_task(self._read(wanted)))
 
     def add(self, memories: Mapping[str, Memory]) -> None:
-        """Rows read by another query (the graph walk's) after `settled`: none of them is read again."""
+        """Rows read by another query (the graph walk's): none of them is read again."""
         fresh = {i: m for i, m in memories.items() if i not in self._asked}
         if fresh:
             self._asked.update(fresh)
@@ -304,12 +306,7 @@ class _Rows:
             read.set_result(fresh)
             self._reads.append(read)
 
-    async def settled(self) -> None:
-        if self._settled is not None:
-            await self._settled()
-
     async def _read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
-        await self.settled()
         return await self._records.get_memories(memory_ids, entities=False)  # the read path names what it returns
 
     async def read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:

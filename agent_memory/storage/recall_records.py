@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.errors import StorageError
-from agent_memory.models import GraphStep, Memory, RetrievalGap
+from agent_memory.models import GraphStep, Memory
 from agent_memory.storage.keyword_projection import KeywordProjection, KeywordQuery
-from agent_memory.storage.rows import MEMORY_COLUMNS, gap_row, memory_row, ts
+from agent_memory.storage.rows import MEMORY_COLUMNS, memory_row, ts
 
 KEYWORD_FLOOR = 1e-3
 """A BM25 score below this matched only words most memories carry (FTS5 gives such a word an IDF of 1e-6: a
@@ -333,65 +333,6 @@ class RecallQueries:
     async def linked_neighbours(self, seeds: Sequence[str], namespace: str, *, depth: int) -> list[GraphStep]:
         """The walk's link edges alone (`graph_neighbours`), nearest first."""
         return await self.graph_neighbours(seeds, namespace, depth=depth, fanout=0, parts=("LINK",))
-
-    async def record_retrieval(
-        self,
-        retrieval_id: str,
-        namespace: str,
-        query: str,
-        *,
-        at: datetime,
-        k: int,
-        results: Sequence[tuple[str, float]],
-    ) -> None:
-        """The retrieval event; its trigger (migration 0015) writes one access per result and bumps each result's
-        access count: a single statement, so a single hop to the writer, atomic on its own."""
-        await self.write_one(
-            "INSERT INTO retrieval_events (retrieval_id, namespace, query, at, k, result_ids, top_score) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                retrieval_id,
-                namespace,
-                query,
-                ts(at),
-                k,
-                json.dumps([r[0] for r in results]),
-                results[0][1] if results else None,
-            ),
-        )
-
-    async def open_gap(self, gap: RetrievalGap, vector: bytes | None) -> None:
-        async with self.transaction(projected=False) as db:
-            await db.execute(
-                "INSERT INTO retrieval_gaps (gap_id, namespace, query, keywords, vector, best_score, opened_at, "
-                "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    gap.gap_id,
-                    gap.namespace,
-                    gap.query,
-                    json.dumps(list(gap.keywords)),
-                    vector,
-                    gap.best_score,
-                    ts(gap.opened_at),
-                    ts(gap.expires_at),
-                ),
-            )
-
-    async def open_gaps(self, namespace: str, *, now: datetime) -> list[tuple[RetrievalGap, bytes | None]]:
-        """Gaps still open and not expired at `now`, newest first, with their query vectors."""
-        rows = await self._fetch(
-            "SELECT gap_id, namespace, query, keywords, best_score, opened_at, expires_at, vector "
-            "FROM retrieval_gaps WHERE namespace = ? AND closed_at IS NULL AND expires_at > ? ORDER BY opened_at DESC",
-            (namespace, ts(now)),
-        )
-        return [(gap_row(r), bytes(r[7]) if r[7] is not None else None) for r in rows]
-
-    async def close_gap(self, gap_id: str, *, now: datetime, closed_by: str) -> None:
-        async with self.transaction() as db:
-            await db.execute(
-                "UPDATE retrieval_gaps SET closed_at = ?, closed_by = ? WHERE gap_id = ? AND closed_at IS NULL",
-                (ts(now), closed_by, gap_id),
-            )
 
 
 def _boost(keywords_json: str, weights: dict[str, float]) -> float:

@@ -31,6 +31,7 @@ from agent_memory.storage.keyword_projection import KeywordProjection
 from agent_memory.storage.outbox_records import OutboxQueries
 from agent_memory.storage.outcome_records import OutcomeQueries
 from agent_memory.storage.recall_records import RecallQueries
+from agent_memory.storage.retrieval_records import RetrievalQueries
 from agent_memory.storage.rows import (
     MEMORY_COLUMNS,
     ImageCommit,
@@ -50,7 +51,14 @@ query's few hundred memory rows, scattered over the file, read about 30% faster 
 
 
 class SqliteRecords(
-    RecallQueries, OutboxQueries, SleepQueries, OutcomeQueries, GraphQueries, CompactionQueries, DigestQueries
+    RecallQueries,
+    RetrievalQueries,
+    OutboxQueries,
+    SleepQueries,
+    OutcomeQueries,
+    GraphQueries,
+    CompactionQueries,
+    DigestQueries,
 ):
     def __init__(
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: Path | None = None

@@ -9,8 +9,9 @@ all start cold, and the writer's thread competes with them for the two cores.
 
 Until it is written, a record's accesses are laid over the rows that retrievals read (`overlay`), so ranking (decay
 reads each memory's access count and last access) and the memories returned see every earlier retrieval, exactly
-as when each record was written at once. A write and the retrievals reading rows never overlap: a write waits for
-those reading, and a retrieval that starts meanwhile waits for the write, so no row is counted twice or missed.
+as when each record was written at once. A write's statements run beside the retrievals; its commit and the retrievals
+reading rows never overlap: the commit waits for those reading, and a retrieval that starts meanwhile waits for
+the commit, so no access is counted twice or missed.
 A crash loses the records not yet written (at most RECORD_BATCH, or `record_delay` of them); never a memory.
 """
 
@@ -59,8 +60,9 @@ class RetrievalLog:
     ) -> None:
         self._records, self._embed_query = records, embed_query
         self._delay, self._batch = delay.total_seconds(), batch
-        self._pending: list[RetrievalRecord] = []
-        self._accessed: dict[str, tuple[int, datetime]] = {}  # memory -> (pending accesses, the last one's time)
+        self._pending: list[RetrievalRecord] = []  # waiting for the next write
+        self._unwritten: list[RetrievalRecord] = []  # taken by the write under way, not yet committed
+        self._accessed: dict[str, tuple[int, datetime]] = {}  # memory -> (accesses not written, the last one's time)
         self._readers = 0
         self._writing = self._writer_waits = False
         self._turn = asyncio.Condition()
@@ -129,6 +131,11 @@ class RetrievalLog:
             count, _ = self._accessed.get(memory_id, (0, record.at))
             self._accessed[memory_id] = (count + 1, record.at)
 
+    def _recount(self) -> None:
+        self._accessed = {}
+        for record in (*self._unwritten, *self._pending):
+            self._count(record)
+
     def _start(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -137,30 +144,25 @@ class RetrievalLog:
             self._write = asyncio.create_task(self._write_pending(), name="retrieval-records")
 
     async def _write_pending(self) -> None:
-        async with self._turn:
-            self._writer_waits = True
-            await self._turn.wait_for(lambda: self._readers == 0)
-            self._writing, self._writer_waits = True, False
+        batch, self._pending = self._pending, []
+        self._unwritten = batch  # still laid over the rows read until its commit
         try:
-            batch, self._pending = self._pending, []
             await self._store(batch)
         finally:
-            self._accessed = {}
-            for record in self._pending:  # added while this batch was written
-                self._count(record)
-            async with self._turn:
-                self._writing = False
-                self._turn.notify_all()
+            self._unwritten = []  # committed, or failed and logged
+            self._recount()
         if len(self._pending) >= self._batch:
             self._write = asyncio.create_task(self._write_pending(), name="retrieval-records")
         elif self._pending and self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self._delay, self._start)
 
     async def _store(self, batch: Sequence[RetrievalRecord]) -> None:
-        """One transaction for the batch; when it fails (a result forgotten meanwhile), each record on its own."""
+        """One transaction for the batch; when it fails (a result forgotten meanwhile), each record on its own.
+        Retrievals read on while the statements run (they see the rows before them, and the batch in the
+        overlay); only the commit waits for them, and they for it."""
         try:
             gaps = [(r.gap, await self._gap_vector(r)) for r in batch if r.gap is not None]
-            await self._records.record_retrievals([_event(r) for r in batch], gaps)
+            await self._records.record_retrievals([_event(r) for r in batch], gaps, gate=lambda: self._commit(batch))
             return
         except Exception:
             if len(batch) == 1:
@@ -168,6 +170,24 @@ class RetrievalLog:
                 return
         for record in batch:
             await self._store([record])
+
+    @asynccontextmanager
+    async def _commit(self, batch: Sequence[RetrievalRecord]) -> AsyncIterator[None]:
+        """Around the commit of `batch`: no retrieval reads rows meanwhile, and once it is committed its accesses
+        leave the overlay (the rows hold them now)."""
+        async with self._turn:
+            self._writer_waits = True
+            await self._turn.wait_for(lambda: self._readers == 0)
+            self._writing, self._writer_waits = True, False
+        try:
+            yield
+            committed = {id(record) for record in batch}
+            self._unwritten = [r for r in self._unwritten if id(r) not in committed]
+            self._recount()
+        finally:
+            async with self._turn:
+                self._writing = False
+                self._turn.notify_all()
 
     async def _gap_vector(self, record: RetrievalRecord) -> bytes:
         vector = record.vector if record.vector is not None else await self._embed_query(record.query)

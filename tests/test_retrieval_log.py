@@ -141,3 +141,38 @@ async def test_closing_writes_what_waits(config: Config, embedder: Embedder) -> 
         assert manager.retrieval_log.pending == 1
     async with MemoryManager.open(config, embedder=embedder) as manager:
         assert (await manager.get(oat)).access_count == 1
+
+
+async def test_a_batch_being_written_still_counts_until_it_commits(manager: MemoryManager) -> None:
+    """Taken for a write, a batch is neither waiting nor in the rows until its commit: retrievals meanwhile must
+    still see its accesses. The write is held before its statements by holding the writer's lock."""
+    (oat, *_) = await stored(manager)
+    await manager.retrieve("oat milk", k=1)
+    await manager.settle()  # nothing left for the projector, which would want the writer's lock
+    await manager.retrieve("oat milk", k=1)
+    log = manager.retrieval_log
+    async with manager.records._write_lock:
+        writing = asyncio.create_task(log.flush())
+        await asyncio.sleep(0.05)
+        assert log.pending == 0 and not writing.done()
+        (found,) = await manager.retrieve("oat milk", k=1)
+        assert found.memory.access_count == 2
+    await writing
+    assert (await manager.get(oat)).access_count == 3
+
+
+async def test_a_commit_waits_for_the_retrievals_reading_and_those_after_wait_for_it(manager: MemoryManager) -> None:
+    (oat, *_) = await stored(manager)
+    await manager.retrieve("oat milk", k=1)
+    log = manager.retrieval_log
+    async with log.reading():  # a retrieval in the middle of reading rows
+        writing = asyncio.create_task(log.flush())
+        for _ in range(30):  # the statements run; the commit waits
+            await asyncio.sleep(0.01)
+        assert not writing.done() and await written(manager) == (0, 0)
+        later = asyncio.create_task(manager.retrieve("oat milk", k=1))
+        await asyncio.sleep(0.05)
+        assert not later.done()  # it started after the commit asked for its turn
+    await writing
+    (found,) = await later
+    assert found.memory.access_count == 1 and await written(manager) == (1, 1)  # counted once: in the rows

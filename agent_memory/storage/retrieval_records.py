@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,9 @@ class RetrievalQueries:
 
         async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
 
-        def transaction(self, *, projected: bool = True) -> AbstractAsyncContextManager[Any]: ...
+        def transaction(
+            self, *, projected: bool = True, gate: Callable[[], AbstractAsyncContextManager[object]] | None = None
+        ) -> AbstractAsyncContextManager[Any]: ...
 
     async def record_retrieval(
         self,
@@ -40,11 +42,14 @@ class RetrievalQueries:
         self,
         events: Sequence[tuple[str, str, str, datetime, int, Sequence[tuple[str, float]]]],
         gaps: Sequence[tuple[RetrievalGap, bytes | None]],
+        *,
+        gate: Callable[[], AbstractAsyncContextManager[object]] | None = None,
     ) -> None:
         """Retrieval events, each (id, namespace, query, at, k, results best first), and the gaps they opened, in
         one transaction. An event's trigger (migration 0015) writes one access per result and bumps each result's
-        access count and last access. A result that no longer exists fails it all: nothing is written."""
-        async with self.transaction(projected=False) as db:
+        access count and last access. A result that no longer exists fails it all: nothing is written. The
+        commit runs inside `gate()`, when given."""
+        async with self.transaction(projected=False, gate=gate) as db:
             await db.executemany(
                 "INSERT INTO retrieval_events (retrieval_id, namespace, query, at, k, result_ids, top_score) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",

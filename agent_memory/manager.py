@@ -165,6 +165,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self.retrieval_log = RetrievalLog(
                 self.records, self.embedder.embed_query, delay=self.config.retrieval.record_delay
             )
+            await self.retrieval_log.open()
             stack.push_async_callback(self.retrieval_log.aclose)
             self._reader = Recall(
                 records=self.records,

@@ -162,7 +162,7 @@ class ReadPath:
         asked = Query(
             query, namespace, reference, mood, known, limit=limit, finalists=finalists, image=seen, without=without
         )
-        async with self.retrieval_log.reading():  # the records not yet written are laid over the rows it reads
+        with self.retrieval_log.reading():  # the records not yet written are laid over the rows it reads
             return await self._reader.run(asked, overlay=self.retrieval_log.overlay)
 
     async def _named(self, results: Sequence[RetrievalResult]) -> list[RetrievalResult]:

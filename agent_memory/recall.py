@@ -42,6 +42,7 @@ from agent_memory.storage.records import SqliteRecords
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Hits = list[tuple[str, float]]
+Overlay = Callable[[Mapping[str, Memory], int], dict[str, Memory]]  # rows, the last batch they count
 TIME_LAYER_SCAN = 500  # memories read from a time window before ranking them by similarity
 
 
@@ -87,18 +88,17 @@ class Recall:
         self._images_known: dict[str, tuple[int, bool]] = {}  # namespace -> (records.commits, has images)
         self.recent = recent  # the vector of a text the write path has just embedded, if it has
 
-    async def run(
-        self, query: Query, *, overlay: Callable[[Mapping[str, Memory]], dict[str, Memory]] | None = None
-    ) -> Recalled:
+    async def run(self, query: Query, *, overlay: Overlay | None = None) -> Recalled:
         """Search every layer, walk the graph, rank. `overlay` lays what is not yet written over the candidates'
-        rows before they are ranked: the accesses of earlier retrievals, which decay reads (retrieval_log.py)."""
+        rows, given the last batch of records each read counts: the accesses of earlier retrievals, which decay
+        reads (retrieval_log.py)."""
         timings: dict[str, float] = {}
         parsed = parse_time_query(query.text, now=query.now)
         window = parsed.window
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
         embedded: dict[str, np.ndarray] = {}
-        rows = _Rows(self.records)
+        rows = _Rows(self.records, overlay)
         try:
             rankings = await self._layers(
                 parsed.remainder or query.text, query.text, query, window, timings, embedded, rows
@@ -115,8 +115,6 @@ class Recall:
             rows.ask(list(fused[0]))  # read while the graph is walked
             steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace, rows))
             memories = await rows.read(())
-            if overlay is not None:
-                memories = overlay(memories)
             if query.as_of is not None:
                 memories = {i: m for i, m in memories.items() if _known(m, query.as_of)}
         finally:
@@ -255,10 +253,10 @@ class Recall:
         if config.graph_depth == 0 or config.graph_seeds == 0 or config.graph_weight == 0:
             return []
         seeds = seeds_of(base, config.graph_seeds)
-        steps, reached = await self.records.graph_neighbourhood(
+        steps, reached, counted = await self.records.graph_neighbourhood(
             seeds, namespace, depth=config.graph_depth, fanout=config.entity_fanout
         )
-        rows.add(reached)
+        rows.add(reached, counted)
         return steps
 
     async def _resolve(self, anchor: EventAnchor, query: Query) -> TimeWindow | None:
@@ -280,8 +278,8 @@ class _Rows:
     rows are already being read. Their entities are left empty: nothing ranks on them, and the read path asks
     for them only for what it returns (ReadPath._named)."""
 
-    def __init__(self, records: SqliteRecords) -> None:
-        self._records = records
+    def __init__(self, records: SqliteRecords, overlay: Overlay | None = None) -> None:
+        self._records, self._overlay = records, overlay
         self._asked: set[str] = set()
         self._reads: list[asyncio.Future[dict[str, Memory]]] = []
 
@@ -297,9 +295,10 @@ class _Rows:
             self._asked.update(wanted)
             self._reads.append(asyncio.create_task(self._read(wanted)))
 
-    def add(self, memories: Mapping[str, Memory]) -> None:
-        """Rows read by another query (the graph walk's): none of them is read again."""
-        fresh = {i: m for i, m in memories.items() if i not in self._asked}
+    def add(self, memories: Mapping[str, Memory], counted: int) -> None:
+        """Rows read by another query (the graph walk's), which counted the batches of records up to `counted`:
+        none of them is read again."""
+        fresh = self._laid({i: m for i, m in memories.items() if i not in self._asked}, counted)
         if fresh:
             self._asked.update(fresh)
             read: asyncio.Future[dict[str, Memory]] = asyncio.get_running_loop().create_future()
@@ -307,7 +306,13 @@ class _Rows:
             self._reads.append(read)
 
     async def _read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
-        return await self._records.get_memories(memory_ids, entities=False)  # the read path names what it returns
+        found: dict[str, Memory] = {}
+        for memories, counted in await self._records.rows_for_ranking(memory_ids):  # entities: ReadPath._named
+            found |= self._laid(memories, counted)
+        return found
+
+    def _laid(self, memories: dict[str, Memory], counted: int) -> dict[str, Memory]:
+        return memories if self._overlay is None or not memories else self._overlay(memories, counted)
 
     async def read(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """The rows of `memory_ids` and of every id asked for before (a memory that does not exist is absent)."""

@@ -7,21 +7,23 @@ gap; close). Writing each record on its own cost every retrieval on the 10k synt
 p95, back to back): each commit empties the page cache of every reader connection, so the next retrieval's reads
 all start cold, and the writer's thread competes with them for the two cores.
 
-Until it is written, a record's accesses are laid over the rows that retrievals read (`overlay`), so ranking (decay
-reads each memory's access count and last access) and the memories returned see every earlier retrieval, exactly
-as when each record was written at once. A write's statements run beside the retrievals; its commit and the retrievals
-reading rows never overlap: the commit waits for those reading, and a retrieval that starts meanwhile waits for
-the commit, so no access is counted twice or missed.
+Until it is written, a record's accesses are laid over the rows that retrievals read (`overlay`), so ranking
+(decay reads each memory's access count and last access) and the memories returned see every earlier retrieval,
+exactly as when each record was written at once. Nothing waits for a write: each batch is numbered, its
+transaction stores its number (`retrieval_batches`, migration 0017), and every read of rows for ranking reads the
+last number in the same statement, so from the same snapshot. A read that already counts a batch gets only the
+later ones laid over it; a batch stays in memory after its commit until the reads that began before it are done.
 A crash loses the records not yet written (at most RECORD_BATCH, or `record_delay` of them); never a memory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -32,6 +34,7 @@ from agent_memory.storage.records import SqliteRecords
 log = logging.getLogger(__name__)
 
 RECORD_BATCH = 32  # records written together at most; more waiting than this starts a write at once
+Accessed = dict[str, tuple[int, datetime]]  # memory -> (accesses not in the rows, the last one's time)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,18 @@ class RetrievalRecord:
     vector: np.ndarray | None = None
 
 
+@dataclass(slots=True)
+class _Batch:
+    number: int
+    records: list[RetrievalRecord]
+    accessed: Accessed = field(default_factory=dict)
+    readers: set[int] = field(default_factory=set)  # reads under way when it was committed
+
+    def __post_init__(self) -> None:
+        for record in self.records:
+            _count(self.accessed, record)
+
+
 class RetrievalLog:
     def __init__(
         self,
@@ -61,13 +76,17 @@ class RetrievalLog:
         self._records, self._embed_query = records, embed_query
         self._delay, self._batch = delay.total_seconds(), batch
         self._pending: list[RetrievalRecord] = []  # waiting for the next write
-        self._unwritten: list[RetrievalRecord] = []  # taken by the write under way, not yet committed
-        self._accessed: dict[str, tuple[int, datetime]] = {}  # memory -> (accesses not written, the last one's time)
-        self._readers = 0
-        self._writing = self._writer_waits = False
-        self._turn = asyncio.Condition()
+        self._accessed: Accessed = {}  # the pending records' accesses
+        self._writing: _Batch | None = None  # the batch being written
+        self._landed: list[_Batch] = []  # committed, kept for the reads that began before
+        self._next = 1  # the next batch's number (open() continues from the database's)
+        self._reads: set[int] = set()
+        self._tokens = itertools.count()
         self._write: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+
+    async def open(self) -> None:
+        self._next = await self._records.last_retrieval_batch() + 1
 
     @property
     def pending(self) -> int:
@@ -76,37 +95,43 @@ class RetrievalLog:
     def add(self, record: RetrievalRecord) -> None:
         """Hold `record` for the next write, and schedule that write."""
         self._pending.append(record)
-        self._count(record)
+        _count(self._accessed, record)
         if len(self._pending) >= self._batch:
             self._start()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self._delay, self._start)
 
-    def overlay(self, memories: Mapping[str, Memory]) -> dict[str, Memory]:
-        """`memories` as they will be once the waiting records are written: each access counted, the last one's
-        time as the last access (the trigger of migration 0015 does the same)."""
-        if not self._accessed:
-            return dict(memories)
-        laid = dict(memories)
-        for memory_id, memory in memories.items():
-            accessed = self._accessed.get(memory_id)
-            if accessed is not None:
-                count, last = accessed
-                laid[memory_id] = replace(memory, access_count=memory.access_count + count, last_accessed_at=last)
-        return laid
-
-    @asynccontextmanager
-    async def reading(self) -> AsyncIterator[None]:
-        """Around a retrieval's reads of rows: no write runs meanwhile (one that is waiting goes first)."""
-        async with self._turn:
-            await self._turn.wait_for(lambda: not (self._writing or self._writer_waits))
-            self._readers += 1
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a retrieval's reads of rows: the batches committed meanwhile stay in memory until it is done."""
+        token = next(self._tokens)
+        self._reads.add(token)
         try:
             yield
         finally:
-            async with self._turn:
-                self._readers -= 1
-                self._turn.notify_all()
+            self._reads.discard(token)
+            for batch in self._landed:
+                batch.readers.discard(token)
+            self._landed = [batch for batch in self._landed if batch.readers]
+
+    def overlay(self, memories: Mapping[str, Memory], counted: int) -> dict[str, Memory]:
+        """`memories`, read from rows that count the batches up to `counted`, as they will be once every record is
+        written: each later access counted, the last one's time as the last access (as migration 0015's trigger
+        sets them)."""
+        layers = [b.accessed for b in self._landed if b.number > counted]
+        if self._writing is not None and self._writing.number > counted:
+            layers.append(self._writing.accessed)
+        layers.append(self._accessed)  # oldest first, so the last access is the newest record's
+        laid = dict(memories)
+        for memory_id, memory in memories.items():
+            count, last = 0, memory.last_accessed_at
+            for layer in layers:
+                accessed = layer.get(memory_id)
+                if accessed is not None:
+                    count, last = count + accessed[0], accessed[1]
+            if count:
+                laid[memory_id] = replace(memory, access_count=memory.access_count + count, last_accessed_at=last)
+        return laid
 
     async def flush(self, *, gaps_only: bool = False) -> None:
         """Write every waiting record now and wait for it; with `gaps_only`, only when one of them opens a gap
@@ -126,16 +151,6 @@ class RetrievalLog:
             self._timer.cancel()
             self._timer = None
 
-    def _count(self, record: RetrievalRecord) -> None:
-        for memory_id, _ in record.results:
-            count, _ = self._accessed.get(memory_id, (0, record.at))
-            self._accessed[memory_id] = (count + 1, record.at)
-
-    def _recount(self) -> None:
-        self._accessed = {}
-        for record in (*self._unwritten, *self._pending):
-            self._count(record)
-
     def _start(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -144,54 +159,44 @@ class RetrievalLog:
             self._write = asyncio.create_task(self._write_pending(), name="retrieval-records")
 
     async def _write_pending(self) -> None:
-        batch, self._pending = self._pending, []
-        self._unwritten = batch  # still laid over the rows read until its commit
+        batch = self._writing = _Batch(self._next, self._pending)
+        self._next += 1
+        self._pending, self._accessed = [], {}
         try:
-            await self._store(batch)
+            await self._store(batch.records, batch.number)
         finally:
-            self._unwritten = []  # committed, or failed and logged
-            self._recount()
+            self._writing = None
+            batch.readers = set(self._reads)  # a read that began before the commit may not count it
+            if batch.readers:
+                self._landed.append(batch)
         if len(self._pending) >= self._batch:
             self._write = asyncio.create_task(self._write_pending(), name="retrieval-records")
         elif self._pending and self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self._delay, self._start)
 
-    async def _store(self, batch: Sequence[RetrievalRecord]) -> None:
-        """One transaction for the batch; when it fails (a result forgotten meanwhile), each record on its own.
-        Retrievals read on while the statements run (they see the rows before them, and the batch in the
-        overlay); only the commit waits for them, and they for it."""
+    async def _store(self, records: Sequence[RetrievalRecord], number: int) -> None:
+        """One transaction for the batch; when it fails (a result that no longer exists), each record on its own,
+        under the same number: one bad record loses only itself."""
         try:
-            gaps = [(r.gap, await self._gap_vector(r)) for r in batch if r.gap is not None]
-            await self._records.record_retrievals([_event(r) for r in batch], gaps, gate=lambda: self._commit(batch))
+            gaps = [(r.gap, await self._gap_vector(r)) for r in records if r.gap is not None]
+            await self._records.record_retrievals([_event(r) for r in records], gaps, batch=number)
             return
         except Exception:
-            if len(batch) == 1:
-                log.exception("the retrieval of %r could not be recorded (access, event, gap)", batch[0].query[:80])
+            if len(records) == 1:
+                log.exception("the retrieval of %r could not be recorded (access, event, gap)", records[0].query[:80])
                 return
-        for record in batch:
-            await self._store([record])
-
-    @asynccontextmanager
-    async def _commit(self, batch: Sequence[RetrievalRecord]) -> AsyncIterator[None]:
-        """Around the commit of `batch`: no retrieval reads rows meanwhile, and once it is committed its accesses
-        leave the overlay (the rows hold them now)."""
-        async with self._turn:
-            self._writer_waits = True
-            await self._turn.wait_for(lambda: self._readers == 0)
-            self._writing, self._writer_waits = True, False
-        try:
-            yield
-            committed = {id(record) for record in batch}
-            self._unwritten = [r for r in self._unwritten if id(r) not in committed]
-            self._recount()
-        finally:
-            async with self._turn:
-                self._writing = False
-                self._turn.notify_all()
+        for record in records:
+            await self._store([record], number)
 
     async def _gap_vector(self, record: RetrievalRecord) -> bytes:
         vector = record.vector if record.vector is not None else await self._embed_query(record.query)
         return vector.astype("<f4").tobytes()
+
+
+def _count(accessed: Accessed, record: RetrievalRecord) -> None:
+    for memory_id, _ in record.results:
+        count, _ = accessed.get(memory_id, (0, record.at))
+        accessed[memory_id] = (count + 1, record.at)
 
 
 def _event(record: RetrievalRecord) -> tuple[str, str, str, datetime, int, Sequence[tuple[str, float]]]:

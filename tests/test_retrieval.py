@@ -384,12 +384,12 @@ async def test_the_walk_brings_the_rows_of_what_it_reached_in_the_same_query(man
     reached_twice = 0
     for seeds in (ids[:1], ids[:2], [ids[3], ids[1]]):
         expected = await manager.records.graph_neighbours(seeds, "default", depth=2, fanout=25)
-        steps, rows = await manager.records.graph_neighbourhood(seeds, "default", depth=2, fanout=25)
-        assert steps == expected and steps
+        steps, rows, counted = await manager.records.graph_neighbourhood(seeds, "default", depth=2, fanout=25)
+        assert steps == expected and steps and counted == await manager.records.last_retrieval_batch()
         assert rows == await manager.records.get_memories([s.memory_id for s in steps], entities=False)
         reached_twice += len(steps) - len({s.memory_id for s in steps})
     assert reached_twice > 0
-    assert await manager.records.graph_neighbourhood([], "default", depth=2, fanout=25) == ([], {})
+    assert await manager.records.graph_neighbourhood([], "default", depth=2, fanout=25) == ([], {}, -1)
 
 
 async def test_grep_hits_find_their_memories_in_one_query_by_index(manager: MemoryManager) -> None:

@@ -161,18 +161,20 @@ async def test_a_batch_being_written_still_counts_until_it_commits(manager: Memo
     assert (await manager.get(oat)).access_count == 3
 
 
-async def test_a_commit_waits_for_the_retrievals_reading_and_those_after_wait_for_it(manager: MemoryManager) -> None:
+async def test_a_read_counts_each_batch_once_whether_it_began_before_its_commit_or_after(
+    manager: MemoryManager,
+) -> None:
+    """Rows read before a batch's commit do not count it: it is laid over them, and stays in memory for them
+    after its commit. Rows read after it count it: nothing is laid over them. Nobody waits for the other."""
     (oat, *_) = await stored(manager)
     await manager.retrieve("oat milk", k=1)
     log = manager.retrieval_log
-    async with log.reading():  # a retrieval in the middle of reading rows
-        writing = asyncio.create_task(log.flush())
-        for _ in range(30):  # the statements run; the commit waits
-            await asyncio.sleep(0.01)
-        assert not writing.done() and await written(manager) == (0, 0)
-        later = asyncio.create_task(manager.retrieve("oat milk", k=1))
-        await asyncio.sleep(0.05)
-        assert not later.done()  # it started after the commit asked for its turn
-    await writing
-    (found,) = await later
-    assert found.memory.access_count == 1 and await written(manager) == (1, 1)  # counted once: in the rows
+    with log.reading():  # a retrieval under way
+        ((before, counted),) = await manager.records.rows_for_ranking([oat])
+        await log.flush()  # committed while that retrieval still reads
+        assert before[oat].access_count == 0 and log.overlay(before, counted)[oat].access_count == 1
+        ((after, now),) = await manager.records.rows_for_ranking([oat])
+        assert now == counted + 1 and after[oat].access_count == 1
+        assert log.overlay(after, now)[oat].access_count == 1
+    (found,) = await manager.retrieve("oat milk", k=1)
+    assert found.memory.access_count == 1

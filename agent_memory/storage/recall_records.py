@@ -71,10 +71,11 @@ WALK_WITH = (
 )
 """The walk's common parts. An entity is rare when at most `fanout` memories mention it, and counting stops at
 `fanout + 1`: counting every mention of a speaker's name took 13.6 ms at 100k memories, the bounded count 0.12 ms."""
+LAST_BATCH = "(SELECT last FROM retrieval_batches)"  # read in the same statement as rows: the same snapshot
 _STEPS_WITH_ROWS = (  # the steps in their order, the first step to each memory with that memory's row
     "SELECT s.kind, s.id, s.seed, s.hops, s.relation, "
     + MEMORY_COLUMNS
-    + " FROM (SELECT *, row_number() OVER (PARTITION BY id ORDER BY ord) AS nth FROM "
+    + f", {LAST_BATCH} FROM (SELECT *, row_number() OVER (PARTITION BY id ORDER BY ord) AS nth FROM "
     "(SELECT *, row_number() OVER () AS ord FROM steps)) AS s "
     "LEFT JOIN memories ON memories.memory_id = s.id AND s.nth = 1 ORDER BY s.ord"
 )
@@ -284,15 +285,34 @@ class RecallQueries:
 
     async def graph_neighbourhood(
         self, seeds: Sequence[str], namespace: str, *, depth: int, fanout: int
-    ) -> tuple[list[GraphStep], dict[str, Memory]]:
+    ) -> tuple[list[GraphStep], dict[str, Memory], int]:
         """`graph_neighbours`, with the row of each memory it reached (entities left empty, as `get_memories(...,
         entities=False)` leaves them), read by the same query: the read path needs those rows next, and a second
-        hop to a reader thread cost a 10k retrieval about as much as the walk itself."""
-        return await self._walk(seeds, namespace, depth=depth, fanout=fanout, parts=WALK_PARTS, rows=True)
+        hop to a reader thread cost a 10k retrieval about as much as the walk itself. And the last batch of
+        retrieval records those rows count (`rows_for_ranking`)."""
+        steps, found = await self._walk(seeds, namespace, depth=depth, fanout=fanout, parts=WALK_PARTS, rows=True)
+        if not found:
+            return steps, {}, -1
+        return steps, {i: m for i, (m, _) in found.items()}, min(batch for _, batch in found.values())
+
+    async def rows_for_ranking(self, memory_ids: Sequence[str]) -> list[tuple[dict[str, Memory], int]]:
+        """The rows of `memory_ids` (entities left empty), each part with the number of the last batch of retrieval
+        records it already counts, read in the same statement (retrieval_log.py lays the later ones over it)."""
+        parts = []
+        ids = list(dict.fromkeys(memory_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetch(
+                f"SELECT {MEMORY_COLUMNS}, {LAST_BATCH} FROM memories WHERE memory_id IN ({marks})", chunk
+            )
+            if rows:
+                parts.append(({r[0]: memory_row(r[:-1], ()) for r in rows}, int(rows[0][-1])))
+        return parts
 
     async def _walk(
         self, seeds: Sequence[str], namespace: str, *, depth: int, fanout: int, parts: Sequence[str], rows: bool
-    ) -> tuple[list[GraphStep], dict[str, Memory]]:
+    ) -> tuple[list[GraphStep], dict[str, tuple[Memory, int]]]:
         wanted = [p for p in parts if p != "MENTIONS" or fanout > 0]
         if not seeds or depth <= 0 or not wanted:
             return [], {}
@@ -307,7 +327,11 @@ class RecallQueries:
         if not rows:
             return steps, {}
         reached = {s.memory_id for s in steps}  # not a seed a link led back to
-        return steps, {row[1]: memory_row(row[5:], ()) for row in found if row[1] in reached and row[5] is not None}
+        return steps, {
+            row[1]: (memory_row(row[5:-1], ()), int(row[-1]))
+            for row in found
+            if row[1] in reached and row[5] is not None
+        }
 
     @staticmethod
     def _steps(found: Sequence[Sequence[Any]], seeds: Sequence[str]) -> list[GraphStep]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -104,23 +104,16 @@ class SqliteRecords(
             await self._writer.close()
 
     @asynccontextmanager
-    async def transaction(
-        self, *, projected: bool = True, gate: Callable[[], AbstractAsyncContextManager[object]] | None = None
-    ) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self, *, projected: bool = True) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction. `projected=False` promises it adds no outbox or pending_keywords row (a
-        retrieval's record): the projector then need not look for work after it (commits). The COMMIT runs
-        inside `gate()` when one is given (retrieval_log.py keeps reads out of it)."""
+        retrieval's record): the projector then need not look for work after it (commits)."""
         if self._closed:
             raise ClosedError("SqliteRecords")
         async with self._write_lock:
             try:
                 await self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
-                if gate is None:
-                    await self._writer.execute("COMMIT")
-                else:
-                    async with gate():
-                        await self._writer.execute("COMMIT")
+                await self._writer.execute("COMMIT")
                 if projected:
                     self.commits += 1
             except BaseException as exc:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -21,9 +21,7 @@ class RetrievalQueries:
 
         async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
 
-        def transaction(
-            self, *, projected: bool = True, gate: Callable[[], AbstractAsyncContextManager[object]] | None = None
-        ) -> AbstractAsyncContextManager[Any]: ...
+        def transaction(self, *, projected: bool = True) -> AbstractAsyncContextManager[Any]: ...
 
     async def record_retrieval(
         self,
@@ -43,13 +41,13 @@ class RetrievalQueries:
         events: Sequence[tuple[str, str, str, datetime, int, Sequence[tuple[str, float]]]],
         gaps: Sequence[tuple[RetrievalGap, bytes | None]],
         *,
-        gate: Callable[[], AbstractAsyncContextManager[object]] | None = None,
+        batch: int | None = None,
     ) -> None:
         """Retrieval events, each (id, namespace, query, at, k, results best first), and the gaps they opened, in
         one transaction. An event's trigger (migration 0015) writes one access per result and bumps each result's
-        access count and last access. A result that no longer exists fails it all: nothing is written. The
-        commit runs inside `gate()`, when given."""
-        async with self.transaction(projected=False, gate=gate) as db:
+        access count and last access. A result that no longer exists fails it all: nothing is written. `batch`,
+        when given, becomes the number of the last batch written (retrieval_batches, migration 0017)."""
+        async with self.transaction(projected=False) as db:
             await db.executemany(
                 "INSERT INTO retrieval_events (retrieval_id, namespace, query, at, k, result_ids, top_score) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -60,6 +58,12 @@ class RetrievalQueries:
             )
             if gaps:
                 await db.executemany(_OPEN_GAP, [_gap_params(gap, vector) for gap, vector in gaps])
+            if batch is not None:
+                await db.execute("UPDATE retrieval_batches SET last = ?", (batch,))
+
+    async def last_retrieval_batch(self) -> int:
+        """The number of the last batch of retrieval records written (0 before the first)."""
+        return int((await self._fetch("SELECT last FROM retrieval_batches"))[0][0])
 
     async def open_gap(self, gap: RetrievalGap, vector: bytes | None) -> None:
         async with self.transaction(projected=False) as db:

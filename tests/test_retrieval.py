@@ -377,7 +377,7 @@ async def test_the_walk_is_one_query_that_never_scans_a_table(manager: MemoryMan
 
 async def test_the_walk_brings_the_rows_of_what_it_reached_in_the_same_query(manager: MemoryManager) -> None:
     """The read path's walk returns the steps `graph_neighbours` gives, in the same order, and each reached memory's
-    row once, as `get_memories(..., entities=False)` reads it: a memory two seeds reach, by two kinds of edge, too."""
+    row once, as `rows_for_ranking` reads it: a memory two seeds reach, by two kinds of edge, too."""
     texts = ["Ines sails to Porto with Tom.", "Tom sails too.", "The regatta starts at noon.", "Ines won it."]
     ids = await add(manager, "s", texts, NOW)
     await manager.records.add_links([(ids[3], ids[0], "RELATED_TO", 0.9, "test")], now=NOW)
@@ -386,7 +386,8 @@ async def test_the_walk_brings_the_rows_of_what_it_reached_in_the_same_query(man
         expected = await manager.records.graph_neighbours(seeds, "default", depth=2, fanout=25)
         steps, rows, counted = await manager.records.graph_neighbourhood(seeds, "default", depth=2, fanout=25)
         assert steps == expected and steps and counted == await manager.records.last_retrieval_batch()
-        assert rows == await manager.records.get_memories([s.memory_id for s in steps], entities=False)
+        ((read, _),) = await manager.records.rows_for_ranking([s.memory_id for s in steps])
+        assert rows == read and all(not m.entities for m in rows.values())
         reached_twice += len(steps) - len({s.memory_id for s in steps})
     assert reached_twice > 0
     assert await manager.records.graph_neighbourhood([], "default", depth=2, fanout=25) == ([], {}, -1)

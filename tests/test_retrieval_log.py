@@ -130,7 +130,9 @@ async def test_a_record_that_cannot_be_written_loses_only_itself(
     with caplog.at_level(logging.ERROR, logger="agent_memory.retrieval_log"):
         await log.flush()
     assert await written(manager) == (2, 2) and log.pending == 0
-    assert [r.getMessage() for r in caplog.records] == ["the retrieval of 'q' could not be recorded (access, event, gap)"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "the retrieval of 'q' could not be recorded (access, event, gap)"
+    ]
     assert (await manager.get(oat)).access_count == 1 and (await manager.get(ana)).access_count == 1
 
 

@@ -286,8 +286,8 @@ class RecallQueries:
     async def graph_neighbourhood(
         self, seeds: Sequence[str], namespace: str, *, depth: int, fanout: int
     ) -> tuple[list[GraphStep], dict[str, Memory], int]:
-        """`graph_neighbours`, with the row of each memory it reached (entities left empty, as `get_memories(...,
-        entities=False)` leaves them), read by the same query: the read path needs those rows next, and a second
+        """`graph_neighbours`, with the row of each memory it reached (entities left empty, as `rows_for_ranking`
+        leaves them), read by the same query: the read path needs those rows next, and a second
         hop to a reader thread cost a 10k retrieval about as much as the walk itself. And the last batch of
         retrieval records those rows count (`rows_for_ranking`)."""
         steps, found = await self._walk(seeds, namespace, depth=depth, fanout=fanout, parts=WALK_PARTS, rows=True)

@@ -238,17 +238,16 @@ class SqliteRecords(
             raise MemoryNotFound(memory_id)
         return memory
 
-    async def get_memories(self, memory_ids: Sequence[str], *, entities: bool = True) -> dict[str, Memory]:
-        """The memories that exist among `memory_ids`. `entities=False` leaves each memory's entities empty and
-        spares their query: the read path ranks candidates on everything else, and asks `entities_of` only for
-        the memories it returns."""
+    async def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """The memories that exist among `memory_ids`, with their entities. (The read path ranks candidates read
+        without them, `rows_for_ranking`, and asks `entities_of` only for the memories it returns.)"""
         found: dict[str, Memory] = {}
         ids = list(dict.fromkeys(memory_ids))
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             rows = await self._fetch(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE memory_id IN ({marks})", chunk)
-            named = await self.entities_of(chunk) if entities else {}
+            named = await self.entities_of(chunk)
             for row in rows:
                 found[row[0]] = memory_row(row, named.get(row[0], ()))
         return found

@@ -141,7 +141,11 @@ class Recall:
     ) -> dict[str, Hits]:
         """Keyword, grep and the vector layers concurrently; each layer's hits best first, and their rows asked
         for as soon as the layer ends (read while slower layers still run). An image query with no text runs the
-        image layer alone. The query text's embedding is left in `embedded["text"]`."""
+        image layer alone. The query text's embedding is left in `embedded["text"]`.
+
+        `words` is the query without the time phrase the time layer took, for the keyword layer and grep: the year
+        in "what did I buy in February 2024?" names a window of event times, and grep would only find turns that
+        say "2024" (every grep of a year also made rg check every line's timestamp). `full` is embedded whole."""
         config = self.config.retrieval
         limit = query.limit or config.candidate_limit
         jobs: list[Awaitable[dict[str, Hits]]] = [self._image_layer(query, limit, timings)]
@@ -152,7 +156,7 @@ class Recall:
                 query.namespace, query_words(words), limit=limit, common_share=config.keyword_common_share
             )
             jobs.append(_layer(timings, "keyword", search))
-        terms = grep_terms(full) if full else []
+        terms = grep_terms(words) if words else []  # a date the time layer took ("in May 2023") is not a literal
         if config.grep_weight > 0 and terms and "grep" not in query.without:
             jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
         if full:

@@ -393,6 +393,19 @@ async def test_the_walk_brings_the_rows_of_what_it_reached_in_the_same_query(man
     assert await manager.records.graph_neighbourhood([], "default", depth=2, fanout=25) == ([], {}, -1)
 
 
+async def test_a_date_the_time_layer_takes_is_not_grepped_and_other_numbers_are(manager: MemoryManager) -> None:
+    """ "in February 2024" is a window of event times: grepping "2024" would find turns that say it, not turns of
+    that month. A number outside the time phrase is still an exact term."""
+    said = "The 2024 budget review ran long; I booked the dentist, PIN 4921, for March."
+    (budget,) = await add(manager, "s", [said], NOW - timedelta(days=30))
+    dated = await manager.recall("What did I buy in February 2024?", now=NOW)
+    assert dated.window is not None and "grep" not in dated.timings
+    assert all("grep" not in r.layers for r in dated.ranked.results)
+    pin = await manager.recall("What was my PIN 4921 in 2024?", now=NOW)
+    assert pin.window is not None and "grep" in pin.timings
+    assert pin.ranked.results[0].memory.memory_id == budget and pin.ranked.results[0].layers["grep"].rank == 1
+
+
 async def test_grep_hits_find_their_memories_in_one_query_by_index(manager: MemoryManager) -> None:
     """Every grep hit's (segment, offset) is looked up at once, each through the turns' position index."""
     ids = await add(manager, "s", ["Ines sails to Porto.", "Tom sails too.", "The regatta starts at noon."], NOW)

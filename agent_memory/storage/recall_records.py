@@ -107,6 +107,11 @@ def any_of(words: Sequence[str]) -> str:
 class RecallQueries:
     if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
         keyword_index: KeywordProjection | None
+
+        async def _memory_rows(
+            self, memory_ids: Sequence[str], extra: str = ""
+        ) -> list[tuple[list[str], list[Any]]]: ...
+
         path: Path | None
         commits: int
 
@@ -298,17 +303,11 @@ class RecallQueries:
     async def rows_for_ranking(self, memory_ids: Sequence[str]) -> list[tuple[dict[str, Memory], int]]:
         """The rows of `memory_ids` (entities left empty), each part with the number of the last batch of retrieval
         records it already counts, read in the same statement (retrieval_log.py lays the later ones over it)."""
-        parts = []
-        ids = list(dict.fromkeys(memory_ids))
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = await self._fetch(
-                f"SELECT {MEMORY_COLUMNS}, {LAST_BATCH} FROM memories WHERE memory_id IN ({marks})", chunk
-            )
-            if rows:
-                parts.append(({r[0]: memory_row(r[:-1], ()) for r in rows}, int(rows[0][-1])))
-        return parts
+        return [
+            ({r[0]: memory_row(r[:-1], ()) for r in rows}, int(rows[0][-1]))
+            for _, rows in await self._memory_rows(memory_ids, LAST_BATCH)
+            if rows
+        ]
 
     async def _walk(
         self, seeds: Sequence[str], namespace: str, *, depth: int, fanout: int, parts: Sequence[str], rows: bool

@@ -242,14 +242,23 @@ class SqliteRecords(
         """The memories that exist among `memory_ids`, with their entities. (The read path ranks candidates read
         without them, `rows_for_ranking`, and asks `entities_of` only for the memories it returns.)"""
         found: dict[str, Memory] = {}
-        ids = list(dict.fromkeys(memory_ids))
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = await self._fetch(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE memory_id IN ({marks})", chunk)
+        for chunk, rows in await self._memory_rows(memory_ids):
             named = await self.entities_of(chunk)
             for row in rows:
                 found[row[0]] = memory_row(row, named.get(row[0], ()))
+        return found
+
+    async def _memory_rows(self, memory_ids: Sequence[str], extra: str = "") -> list[tuple[list[str], list[Any]]]:
+        """The MEMORY_COLUMNS rows (then `extra`, a column expression) of `memory_ids`, 500 ids a query: each chunk
+        of ids with its rows."""
+        ids, found = list(dict.fromkeys(memory_ids)), []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            columns = f"{MEMORY_COLUMNS}, {extra}" if extra else MEMORY_COLUMNS
+            found.append(
+                (chunk, await self._fetch(f"SELECT {columns} FROM memories WHERE memory_id IN ({marks})", chunk))
+            )
         return found
 
     async def entities_of(self, memory_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:

@@ -272,6 +272,16 @@ class ServeConfig(_Section):
     host: str = "127.0.0.1"
     """The address the HTTP API listens on; loopback by default, so only this machine reaches it."""
     port: int = Field(default=8765, ge=0, le=65535)
+    allow_remote: bool = False
+    """Listening on an address other than loopback exposes the API to the network with only the bearer token and no
+    TLS: the daemon refuses such a host unless this (or `serve --allow-remote`) says so, and then warns."""
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    """A request body larger than this is refused with 413 before it is read whole (the token is checked first)."""
+    body_timeout: timedelta = Field(default=timedelta(seconds=30), gt=timedelta(0))
+    """A request whose body has not all arrived this long after its headers is answered 408 and closed."""
+    shutdown_timeout: timedelta = Field(default=timedelta(seconds=10), gt=timedelta(0))
+    """On SIGTERM the daemon waits this long for the requests in flight, then drops the open connections and
+    closes the engines anyway."""
     decay_interval: timedelta = timedelta(hours=1)
     """How often the daemon runs each sleep job; a zero duration ("PT0S") turns that job off."""
     tier_interval: timedelta = timedelta(hours=1)

@@ -1,8 +1,11 @@
 """`agent-memory doctor`: do the stores agree with SQLite and the log? With --repair, make them agree.
 
 SQLite and the log are the truth. The graph and the vectors are rebuilt from SQLite (vectors from their stored
-blobs, so no re-embedding: the text collection from MiniLM's, the image collection from CLIP's). The log is never rewritten: a log disagreement is reported, and logged turns that
-SQLite lacks are indexed the next time the store opens.
+blobs, so no re-embedding: the text collection from MiniLM's, the image collection from CLIP's). The log is never
+rewritten. Logged turns that SQLite lacks are indexed by --repair (recovery.py, over the whole log); a turn row
+whose offset is wrong is pointed at its record when the record is elsewhere in the log; a record that is gone or
+unreadable is reported and cannot be repaired. The row counts stats() reads (kept by triggers) are compared with
+the tables and recounted by --repair.
 
 Image files are checked against the image memories that name them: a file no memory names (a write that crashed
 before its transaction, or its temporary copy) is removed by --repair once it is older than ORPHAN_GRACE, so a
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,6 +31,9 @@ from agent_memory.storage.records import SqliteRecords
 
 ORPHAN_GRACE = timedelta(minutes=10)
 UNNAMED_FILES = "image files no memory names"
+UNINDEXED = "logged turns missing from SQLite"
+MISPLACED = "turn offsets that do not point at their record"
+COUNTS = "kept row counts that differ from the tables"
 
 
 async def check(
@@ -45,8 +52,11 @@ async def check(
         if extra := sorted(ids - truth):
             found.append(Disagreement(store, f"{what} unknown to SQLite", tuple(extra)))
     turns = await records.turns()
-    found.extend(await _check_log(turns, journal))
+    found.extend(await _check_log(turns, journal, await records.shadowed_ids()))
     found.extend(await _check_image_files(records, data_dir))
+    kept, counted = await records.counts(), await records.counted_by_scan()
+    if drifted := sorted(name for name in kept.keys() | counted.keys() if kept.get(name, 0) != counted.get(name, 0)):
+        found.append(Disagreement("records", COUNTS, tuple(drifted)))
     return DoctorReport(
         memories=len(truth),
         turns=len(turns),
@@ -55,21 +65,32 @@ async def check(
     )
 
 
-async def _check_log(turns: list[TurnRow], journal: JsonlJournal) -> list[Disagreement]:
+async def _check_log(turns: list[TurnRow], journal: JsonlJournal, shadowed: set[str]) -> list[Disagreement]:
     logged: dict[LogPosition, tuple[str, str]] = {}
     try:
         async for position, record in journal.scan():
             logged[position] = (record.turn_id, record.checksum)
     except CorruptRecord as exc:
-        return [Disagreement("log", f"unreadable record ({exc})", ())]
-    wrong = [t.turn_id for t in turns if logged.get(t.position) != (t.turn_id, t.checksum)]
+        return [Disagreement("log", f"unreadable record ({exc}; cannot be repaired)", ())]
+    where = dict(logged.values())
+    wrong = [t for t in turns if logged.get(t.position) != (t.turn_id, t.checksum)]
     indexed = {t.turn_id for t in turns}
-    unindexed = [turn_id for turn_id, _ in logged.values() if turn_id not in indexed]
+    unindexed = [turn_id for turn_id, _ in logged.values() if turn_id not in indexed and turn_id not in shadowed]
     found = []
-    if wrong:
-        found.append(Disagreement("log", "turn offsets that do not point at their record", tuple(wrong)))
+    if misplaced := [t.turn_id for t in wrong if where.get(t.turn_id) == t.checksum]:
+        found.append(Disagreement("log", MISPLACED, tuple(misplaced)))
+    if gone := [t.turn_id for t in wrong if where.get(t.turn_id) != t.checksum]:
+        found.append(Disagreement("log", "turns whose log record is gone (cannot be repaired)", tuple(gone)))
     if unindexed:
-        found.append(Disagreement("log", "logged turns missing from SQLite", tuple(unindexed)))
+        found.append(Disagreement("log", UNINDEXED, tuple(unindexed)))
+    return found
+
+
+async def _positions_of(journal: JsonlJournal, turn_ids: set[str]) -> dict[str, LogPosition]:
+    found: dict[str, LogPosition] = {}
+    async for position, record in journal.scan():
+        if record.turn_id in turn_ids:
+            found[record.turn_id] = position
     return found
 
 
@@ -86,10 +107,29 @@ async def _check_image_files(records: SqliteRecords, data_dir: Path) -> list[Dis
 
 
 async def rebuild(
-    records: SqliteRecords, graph: GraphStore, vectors: VectorStore, report: DoctorReport, data_dir: Path
+    records: SqliteRecords,
+    graph: GraphStore,
+    vectors: VectorStore,
+    report: DoctorReport,
+    data_dir: Path,
+    *,
+    journal: JsonlJournal,
+    recover: Callable[[], Awaitable[int]],
 ) -> tuple[str, ...]:
-    stores = {d.store for d in report.disagreements}
+    """Make the stores agree where they can: log records indexed (`recover` reads the whole log and returns how
+    many turns it indexed), offsets corrected, counts recounted, projections rebuilt, unnamed image files removed."""
+    kinds = {d.kind: d for d in report.disagreements}
     done = []
+    if MISPLACED in kinds:
+        moves = await _positions_of(journal, set(kinds[MISPLACED].ids))
+        await records.move_turns(moves)
+        done.append(f"{len(moves)} turn offsets pointed at their log records")
+    if UNINDEXED in kinds:
+        done.append(f"{await recover()} logged turns indexed from the log")
+    if COUNTS in kinds:
+        await records.recount()
+        done.append("row counts recounted from the tables")
+    stores = {d.store for d in report.disagreements}
     if "graph" in stores:
         await rebuild_graph(records, graph)
         done.append("graph rebuilt from SQLite")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -40,9 +41,11 @@ from agent_memory.policy.controller import HeuristicPolicy, Policy
 from agent_memory.policy.habituation import KeepShare
 from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
+from agent_memory.recovery import LogRecovery
 from agent_memory.retrieval_log import RetrievalLog
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
+from agent_memory.storage.graph_projection import SESSION_KEYS
 from agent_memory.storage.grep import RipgrepJournalSearch
 from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.lock import OwnerLock
@@ -160,6 +163,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             rebuild_graph, rebuild_vectors = await self._missing_projections(rebuild_graph, rebuild_vectors)
             if rebuild_graph:
                 await doctor.rebuild_graph(self.records, self.graph)
+                await self.records.set_projection_format("session_keys", SESSION_KEYS)
             if rebuild_vectors:
                 await doctor.rebuild_vectors(self.records, self.vectors)
             self.retrieval_log = RetrievalLog(
@@ -176,8 +180,10 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 images=self._images_on,
                 recent=self._last_vector.recent,
             )
-            await self._recover_unindexed_turns()
+            self.recovery = LogRecovery(self.journal, self.records, index=self._index_logged, clock=self.clock)
+            self.recovered_turns = (await self.recovery.recover()).indexed
             await self.projector.drain()
+            await self.projector.recount()
             self.projector.start()
             stack.push_async_callback(self.projector.stop)
             self._stack = stack.pop_all()
@@ -186,7 +192,11 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         """A projection that is empty while SQLite holds memories was deleted (or never built): rebuild it on open,
         as for an unreadable one, rather than serve an empty graph or index until someone runs doctor --repair."""
         if not await self.records.has_memories():
+            await self.records.set_projection_format("session_keys", SESSION_KEYS)
             return graph, vectors
+        if not graph and await self.records.projection_format("session_keys") != SESSION_KEYS:
+            log.warning("the graph's session nodes are in an older format; rebuilding the graph from SQLite")
+            graph = True
         if not graph and (await self.graph.counts())["Memory"] == 0:
             log.warning("the graph is empty while SQLite holds memories; rebuilding it from SQLite")
             graph = True
@@ -260,13 +270,30 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             try:
                 await self._recorded(gaps_only=True)  # a waiting retrieval record may open a gap the decision reads
                 await self._store_images(images)
-                positions = await self.journal.append_many(records)
+                positions = await self._append(records)
             except BaseException:
                 embedding.cancel()
                 raise
-            return await self._commit(records, positions, images, embedding)
+            try:
+                results = await self._commit(records, positions, images, embedding)
+            except BaseException:
+                self.recovery.orphaned(records, positions)  # logged, not indexed: sent again, they are adopted
+                raise
+            self.journal.settle(positions)
+            return results
         finally:
             self._inflight.difference_update(keys)
+
+    async def _append(self, records: list[LogRecord]) -> list[LogPosition]:
+        """Log the records. Cancelled meanwhile, the write goes on (on the journal's thread): wait for it to end,
+        note the records as orphans (logged, not indexed: sent again, they are adopted), then be cancelled."""
+        append = asyncio.ensure_future(self.journal.append_many(records))
+        try:
+            return await asyncio.shield(append)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                self.recovery.orphaned(records, await append)
+            raise
 
     def _validate(self, turn: TurnInput | Mapping[str, Any], index: int, now: datetime) -> tuple[TurnInput, Any]:
         if not isinstance(turn, TurnInput):
@@ -288,6 +315,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             seen.add(key)
         self._inflight.update(keys)
         try:
+            await self.recovery.adopt(keys)  # a key whose commit failed earlier is indexed now, and so taken
             for key in keys:
                 if await self.records.turn_exists(*key):
                     raise DuplicateTurn(*key)
@@ -295,27 +323,12 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self._inflight.difference_update(keys)
             raise
 
-    async def _recover_unindexed_turns(self) -> None:
-        """Turns that reached the log but not SQLite (a crash in between) are processed now: the log is truth."""
-        start = await self.records.last_position()
-        pending: list[tuple[LogPosition, LogRecord]] = []
-        async for position, record in self.journal.scan(start):
-            pending.append((position, record))
-        known = await self.records.known_turn_ids(r.turn_id for _, r in pending)
-        fresh = []
-        for position, record in pending:
-            key = (record.namespace, record.session_id, record.turn_number)
-            if record.turn_id in known:
-                continue
-            if await self.records.turn_exists(*key):
-                log.warning("recovery: log record %s repeats turn %s; the indexed one stands", record.turn_id, key)
-                continue
-            fresh.append((position, record))
-        if fresh:
-            log.warning("recovery: indexing %d turns found in the log but not in SQLite", len(fresh))
-            images = await self._recovered_images([r for _, r in fresh])
-            await self._commit([r for _, r in fresh], [p for p, _ in fresh], images)
-            self.recovered_turns = len(fresh)
+    async def _recover_all(self) -> int:
+        return (await self.recovery.recover(whole_log=True)).indexed
+
+    async def _index_logged(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> None:
+        """Judge and commit turns that are already in the log (recovery), with the images they name."""
+        await self._commit(records, positions, await self._recovered_images(records))
 
     async def get(self, memory_id: str) -> Memory:
         """The memory as it is now, its keywords included (pending projector work is finished first)."""
@@ -347,18 +360,20 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         return await run_job(self, "compact", now=now)
 
     async def stats(self) -> dict[str, Any]:
-        """Counts from every store, after the pending projections are applied."""
+        """Counts from every store, read without waiting for the writers: SQLite's from the counts its triggers
+        keep (retrievals' waiting records written first), the graph's and the vectors' as of the projector's last
+        batch; `pending_outbox` rows are not in those yet (after `flush()`, none are)."""
         self._check_open()
-        await self.settle()
+        await self._recorded()
         return {
             "data_dir": str(self.config.data_dir),
             "pid": os.getpid(),
             "records": await self.records.counts(),
-            "graph": await self.graph.counts(),
-            "vectors": {TEXT: await self.vectors.count(TEXT), IMAGE: await self.vectors.count(IMAGE)},
+            "graph": dict(self.projector.counts["graph"]),
+            "vectors": {TEXT: 0, IMAGE: 0} | self.projector.counts["vectors"],
             "image_memory": await self.image_memory_off() or "on",
             "pending_outbox": await self.records.pending_outbox_count(),
-            "log_bytes": await asyncio.to_thread(self.journal.total_bytes),
+            "log_bytes": self.journal.end_bytes(),
             "schema_version": await self.records.schema_version(),
             "keyword_index": await projected.status()
             if (projected := self.records.keyword_index)
@@ -373,7 +388,17 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         data_dir = self.config.data_dir
         report = await doctor.check(self.records, self.graph, self.vectors, self.journal, data_dir)
         if repair and not report.consistent:
-            repaired = await doctor.rebuild(self.records, self.graph, self.vectors, report, data_dir)
+            repaired = await doctor.rebuild(
+                self.records,
+                self.graph,
+                self.vectors,
+                report,
+                data_dir,
+                journal=self.journal,
+                recover=self._recover_all,
+            )
+            await self.settle()  # the turns recovery indexed reach the projections through the outbox
             report = await doctor.check(self.records, self.graph, self.vectors, self.journal, data_dir)
+            await self.projector.recount()
             report = DoctorReport(report.memories, report.turns, report.pending_outbox, report.disagreements, repaired)
         return report

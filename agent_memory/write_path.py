@@ -128,7 +128,7 @@ class WritePath:
             memory_id = commit.memory.memory_id if commit.memory else None
             pictures = tuple(image.memory.memory_id for image in commit.images)
             results.append(TurnResult(draft.record.turn_id, position, decision.save, memory_id, decision, pictures))
-        await self.records.commit_turns(commits, now=now)
+        await self.records.commit_turns(commits, now=now, recovery_start=self.journal.low_water(excluding=positions))
         self._recent.extend(
             (d.record.namespace, d.vector)
             for d, c in zip(drafts, commits, strict=True)

@@ -181,7 +181,9 @@ async def test_an_unreadable_graph_is_set_aside_and_rebuilt(config: Config, embe
         await manager.process_turns(
             [{"session_id": "s1", "turn_number": i, "content": f"Ines visited Porto, day {i}"} for i in range(6)]
         )
+        await manager.flush()
         before = (await manager.stats())["graph"]
+        assert before["Memory"] == 6
     (config.data_dir / "graph" / "graph.kuzu").write_bytes(b"\x00garbage, as a crash mid-checkpoint might leave" * 50)
     async with MemoryManager.open(config, embedder=embedder) as manager:
         assert (await manager.stats())["graph"] == before

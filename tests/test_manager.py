@@ -238,6 +238,7 @@ async def test_closed_manager_refuses_work(config: Config, embedder: Embedder) -
 async def test_reopen_keeps_everything(config: Config, embedder: Embedder) -> None:
     async with MemoryManager.open(config, embedder=embedder) as manager:
         await ingest(manager, CONVERSATION)
+        await manager.flush()  # stats() does not wait for the projector: its counts are as of its last batch
         before = await manager.stats()
         top = (await manager.retrieve("hiking with my sister", k=1))[0].memory.memory_id
     async with MemoryManager.open(config, embedder=embedder) as manager:

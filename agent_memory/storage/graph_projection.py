@@ -15,6 +15,16 @@ from agent_memory.storage.cypher import ATTACHED_WEIGHT, CSV_HEADERS
 Edge = tuple[str, str]
 
 
+SESSION_KEYS = 2
+"""The format of a Session node's id (records' projection_formats): 2 is `session_key`'s."""
+
+
+def session_key(namespace: str, session_id: str) -> str:
+    """A Session node's id: the namespace's length first, so no two (namespace, session) pairs share one ("team" +
+    "x/chat" and "team/x" + "chat" did when the id was "namespace/session")."""
+    return f"{len(namespace)}:{namespace}/{session_id}"
+
+
 def naive_utc(at: datetime) -> datetime:
     """Kuzu drops a tzinfo without converting, so convert first; a naive time is taken to be UTC already."""
     return at if at.tzinfo is None else at.astimezone(UTC).replace(tzinfo=None)
@@ -37,7 +47,7 @@ def project(memories: Iterable[GraphMemory]) -> Projection:
     for m in {m.memory_id: m for m in memories}.values():  # a repeated id: the last one wins
         p.memories[m.memory_id] = (m.namespace, str(m.memory_type), naive_utc(m.created_at))
         if m.session_id is not None:
-            key = f"{m.namespace}/{m.session_id}"
+            key = session_key(m.namespace, m.session_id)
             p.sessions[key] = (m.namespace, m.session_id)
             p.edges["IN_SESSION"].append((m.memory_id, key))
         names = list(dict.fromkeys(name for name in m.entities if name))

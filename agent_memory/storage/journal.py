@@ -11,7 +11,8 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Generator
+import threading
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from itertools import islice
@@ -81,7 +82,11 @@ def decode_record(raw: bytes, where: str) -> LogRecord:
 
 
 class JsonlJournal:
-    """Append-only segments `logs/segment-NNNNNNNN.jsonl`; a record is addressed by (segment, offset, length)."""
+    """Append-only segments `logs/segment-NNNNNNNN.jsonl`; a record is addressed by (segment, offset, length).
+
+    It also knows which of the records it appended are not yet indexed (`unsettled`): concurrent writers commit out
+    of log order, so the manager asks `low_water()` where a recovery after a crash must start reading, and tells
+    `settle()` which records a commit indexed."""
 
     def __init__(self, directory: Path, *, fsync: bool = True, segment_max_bytes: int = 64 << 20) -> None:
         self._dir = directory
@@ -92,6 +97,10 @@ class JsonlJournal:
         self._fd = -1
         self._size = 0
         self._closed = False
+        self._unsettled: set[tuple[int, int]] = set()  # (segment, offset) of records appended, not yet settled
+        self._end = (1, 0)  # where the next record goes: read from the event loop, written on the journal thread
+        self._positions = threading.Lock()  # guards the two above: appends run on the journal's thread
+        self._earlier_bytes = 0  # the size of every segment before the current one
 
     @classmethod
     async def open(cls, directory: Path, *, fsync: bool = True, segment_max_bytes: int = 64 << 20) -> JsonlJournal:
@@ -115,6 +124,8 @@ class JsonlJournal:
         path = self._dir / segment_name(self._segment)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self._size = self._repair_tail(path)
+        self._end = (self._segment, self._size)
+        self._earlier_bytes = sum((self._dir / segment_name(n)).stat().st_size for n in numbers if n != self._segment)
 
     def _repair_tail(self, path: Path) -> int:
         """Cut a torn last line (a crash mid-write) and return the clean size."""
@@ -166,15 +177,34 @@ class JsonlJournal:
         except OSError as exc:
             raise StorageError(f"Cannot append to the log segment {self._segment}: {exc}") from exc
         self._size += len(raw)
+        with self._positions:
+            self._unsettled.add((self._segment, offset))
+            self._end = (self._segment, self._size)
         return LogPosition(self._segment, offset, len(raw))
+
+    def low_water(self, *, excluding: Iterable[LogPosition] = ()) -> tuple[int, int]:
+        """(segment, offset) before which every record this journal appended is settled, leaving out `excluding`
+        (the records the caller is committing now): where recovery must start if the process dies after that
+        commit. With nothing unsettled, the end of the log."""
+        left_out = {(p.segment, p.offset) for p in excluding}
+        with self._positions:
+            return min((p for p in self._unsettled if p not in left_out), default=self._end)
+
+    def settle(self, positions: Iterable[LogPosition]) -> None:
+        """These records are indexed: recovery need not read them again."""
+        with self._positions:
+            self._unsettled.difference_update((p.segment, p.offset) for p in positions)
 
     def _rotate(self) -> None:
         os.fsync(self._fd)
         os.close(self._fd)
+        self._earlier_bytes += self._size
         self._segment += 1
         path = self._dir / segment_name(self._segment)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self._size = 0
+        with self._positions:
+            self._end = (self._segment, 0)
         dir_fd = os.open(self._dir, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
@@ -221,6 +251,11 @@ class JsonlJournal:
                     position = LogPosition(number, offset, len(raw))
                     yield position, decode_record(raw, f"{segment_name(number)}:{offset}")
                     offset += len(raw)
+
+    def end_bytes(self) -> int:
+        """The log's size as this journal has written it, read without touching the disk."""
+        with self._positions:
+            return self._earlier_bytes + self._end[1]
 
     def total_bytes(self) -> int:
         return sum((self._dir / segment_name(n)).stat().st_size for n in self.segments())

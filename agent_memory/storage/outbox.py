@@ -99,6 +99,9 @@ class Projector:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.applied = 0
+        self.counts: dict[str, dict[str, int]] = {"graph": {}, "vectors": {}}
+        """The graph's rows per table and the vectors per collection, as of the last batch applied (or rebuild):
+        what stats() reports, so that it never waits on an engine the writers keep busy."""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="outbox-projector")
@@ -136,8 +139,15 @@ class Projector:
             while items := await self._records.pending_outbox(self._batch):
                 await self._apply_graph(items)
                 applied += len(items)
+            if applied:
+                await self.recount()
         self.applied += applied
         return applied
+
+    async def recount(self) -> None:
+        """Count the projections again (after a batch, a rebuild, or on open)."""
+        graph = await self._graph.counts()
+        self.counts = {"graph": graph, "vectors": {c: await self._vectors.count(c) for c in (TEXT, IMAGE)}}
 
     async def drain_for_reads(self) -> int:
         """What a search needs first: the vector part of every pending row (payloads, vectors, deletions) and the

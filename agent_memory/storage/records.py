@@ -19,7 +19,6 @@ import aiosqlite
 
 from agent_memory.errors import ClosedError, MemoryNotFound, StorageError
 from agent_memory.models import (
-    LogPosition,
     Memory,
     TurnRow,
 )
@@ -31,6 +30,7 @@ from agent_memory.storage.keyword_projection import KeywordProjection
 from agent_memory.storage.outbox_records import OutboxQueries
 from agent_memory.storage.outcome_records import OutcomeQueries
 from agent_memory.storage.recall_records import RecallQueries
+from agent_memory.storage.recovery_records import RecoveryQueries, set_recovery_start
 from agent_memory.storage.retrieval_records import RetrievalQueries
 from agent_memory.storage.rows import (
     MEMORY_COLUMNS,
@@ -59,6 +59,7 @@ class SqliteRecords(
     GraphQueries,
     CompactionQueries,
     DigestQueries,
+    RecoveryQueries,
 ):
     def __init__(
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: Path | None = None
@@ -195,10 +196,6 @@ class SqliteRecords(
         rows = await self._fetch("SELECT max(at) FROM turns")
         return datetime.fromisoformat(rows[0][0]) if rows and rows[0][0] else None
 
-    async def last_position(self) -> LogPosition | None:
-        rows = await self._fetch("SELECT segment, offset, length FROM turns ORDER BY segment DESC, offset DESC LIMIT 1")
-        return LogPosition(*rows[0]) if rows else None
-
     async def turns(self) -> list[TurnRow]:
         rows = await self._fetch(
             "SELECT turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, checksum "
@@ -214,11 +211,16 @@ class SqliteRecords(
         )
         return turn_row(rows[0]) if rows else None
 
-    async def commit_turns(self, commits: Sequence[TurnCommit], *, now: datetime) -> None:
-        """Turn rows, memories, entities, decisions and outbox rows: all or nothing."""
+    async def commit_turns(
+        self, commits: Sequence[TurnCommit], *, now: datetime, recovery_start: tuple[int, int] | None = None
+    ) -> None:
+        """Turn rows, memories, entities, decisions and outbox rows: all or nothing. `recovery_start` (the
+        journal's low water) is where recovery reads the log from if the process dies after this commit."""
         async with self.transaction() as db:
             for commit in commits:
                 await insert_turn(db, commit, now)
+            if recovery_start is not None:
+                await set_recovery_start(db, recovery_start)
 
     async def commit_images(self, images: Sequence[ImageCommit], *, now: datetime) -> None:
         """Image memories not attached to a turn, with their outbox rows: all or nothing."""
@@ -343,25 +345,6 @@ class SqliteRecords(
         """How many save decisions each policy version took."""
         rows = await self._fetch("SELECT policy, count(*) FROM save_decisions GROUP BY policy ORDER BY 2 DESC")
         return [(str(r[0]), int(r[1])) for r in rows]
-
-    async def counts(self) -> dict[str, int]:
-        tables = (
-            "turns",
-            "memories",
-            "access_log",
-            "save_decisions",
-            "retrieval_events",
-            "compaction_history",
-            "retrieval_gaps",
-        )
-        result = {}
-        for table in tables:
-            result[table] = int((await self._fetch(f"SELECT count(*) FROM {table}"))[0][0])
-        rows = await self._fetch("SELECT status, count(*) FROM memories GROUP BY status")
-        result.update({f"memories_{status}": int(n) for status, n in rows})
-        result["sessions"] = int((await self._fetch("SELECT count(DISTINCT session_id) FROM turns"))[0][0])
-        result["images"] = int((await self._fetch("SELECT count(*) FROM memories WHERE media = 'image'"))[0][0])
-        return result
 
     async def schema_version(self) -> int:
         rows = await self._fetch("SELECT max(version) FROM schema_migrations")

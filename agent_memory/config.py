@@ -329,6 +329,13 @@ class Config(_Section):
     sleep: SleepConfig = SleepConfig()
     serve: ServeConfig = ServeConfig()
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty: that would put the store in the current directory")
+        return value
+
     @field_validator("data_dir", mode="after")
     @classmethod
     def _expand(cls, value: Path) -> Path:

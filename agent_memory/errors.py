@@ -8,6 +8,7 @@ AgentMemoryError
   StorageError                an engine failed; __cause__ is the engine's own exception
     CorruptRecord             a log record or row failed its checksum
     StoreLocked               another owner holds the data directory
+    DataDirError              the data directory is not a directory, cannot be created, or cannot be written
   ModelError                  the embedder or extractor failed, or returned malformed output
     ImageMemoryUnavailable    no open-clip weights on disk (and no opt-in to download them)
   LLMError                    a configured LLM failed; the caller falls back to the heuristic
@@ -96,6 +97,14 @@ class StoreLocked(StorageError):
             "reach it through that process, or stop it first"
         )
         self.owner_pid = owner_pid
+
+
+class DataDirError(StorageError):
+    """The data directory (or a folder in it) cannot be used; the message names the path and what is wrong."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"Data directory {path} {problem}")
+        self.path = path
 
 
 class ModelError(AgentMemoryError):

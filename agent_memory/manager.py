@@ -50,6 +50,7 @@ from agent_memory.storage.grep import RipgrepJournalSearch
 from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.lock import OwnerLock
 from agent_memory.storage.outbox import IMAGE, TEXT, Projector
+from agent_memory.storage.private import make_private_dirs, make_private_tree
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.validation import (
     check_emotion,
@@ -119,10 +120,13 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         if self._stack is not None:
             return
         data_dir = self.config.data_dir
+        folders = ("logs", "graph") if self.config.vectors.url else ("logs", "graph", "vectors")
+        await asyncio.to_thread(make_private_dirs, data_dir, *folders)  # 0700, before any engine opens
         async with AsyncExitStack() as stack:
             lock = OwnerLock(data_dir / "owner.lock")
             await asyncio.to_thread(lock.acquire)
             stack.callback(lock.release)
+            stack.push_async_callback(asyncio.to_thread, make_private_tree, data_dir)  # once every engine closed
             self.journal = await JsonlJournal.open(
                 data_dir / "logs",
                 fsync=self.config.journal.fsync == "always",
@@ -141,6 +145,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             vectors, rebuild_vectors = await open_projection(data_dir / "vectors", lambda: open_vectors(self.config))
             self.vectors: VectorStore = vectors
             stack.push_async_callback(self.vectors.aclose)
+            await asyncio.to_thread(make_private_tree, data_dir)  # Kuzu and Qdrant Edge create files by the umask
             if self._owns_embedder:
                 stack.push_async_callback(self.embedder.aclose)
             if self.image_embedder is not None and self._owns_image_embedder:

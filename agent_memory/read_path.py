@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,17 @@ from agent_memory.recall import Query, Recall, Recalled
 from agent_memory.retrieval_log import RetrievalLog, RetrievalRecord
 from agent_memory.storage.outbox import Projector
 from agent_memory.storage.records import SqliteRecords
-from agent_memory.validation import check_content, check_emotion, check_identifier, check_images, read_image
+from agent_memory.validation import (
+    MAX_BUDGET_TOKENS,
+    MAX_K,
+    check_aware,
+    check_content,
+    check_count,
+    check_emotion,
+    check_identifier,
+    check_images,
+    read_image,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +83,7 @@ class ReadPath:
 
         With `image` (encoded bytes or a file) the image layer searches with that image instead of the query's
         words, and the graph walk brings the text the found images were shared with; `query` may then be empty."""
-        k = self.config.retrieval.default_k if k is None else k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInput(f"k must be a positive integer, got {k!r}")
+        k = check_count("k", self.config.retrieval.default_k if k is None else k, low=1, high=MAX_K)
         finalists = int(self.policy.retrieval_config(k=k)["finalists"])
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, finalists=finalists, image=image)
         results = await self._named(recalled.ranked.results[:k])
@@ -94,8 +102,7 @@ class ReadPath:
     ) -> Context:
         """A prompt-ready block of the memories that answer `query`, never over `budget_tokens`, with one dated
         header per session, and an explanation of what was included and what was left out and why."""
-        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
-            raise InvalidInput(f"budget_tokens must be a positive integer, got {budget_tokens!r}")
+        check_count("budget_tokens", budget_tokens, low=1, high=MAX_BUDGET_TOKENS)
         limit = self.candidates_for(budget_tokens)
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, limit)
         packed = pack(recalled.ranked, budget=budget_tokens, counter=self.token_counter)
@@ -126,6 +133,8 @@ class ReadPath:
         With `budget_tokens`, each layer returns as many candidates as `context()` would ask for at that budget;
         `without` leaves search layers out ("grep" finds a merged memory by its sources' words in the log, so
         consolidation's replay leaves it out to judge what the merged text itself finds)."""
+        if budget_tokens is not None:
+            check_count("budget_tokens", budget_tokens, low=1, high=MAX_BUDGET_TOKENS)
         limit = self.candidates_for(budget_tokens) if budget_tokens else None
         recalled = await self._recall(query, None, namespace, now, as_of, limit, without=frozenset(without))
         ranked = recalled.ranked
@@ -183,11 +192,7 @@ class ReadPath:
 
     @staticmethod
     def _aware(value: datetime | None, name: str) -> datetime | None:
-        if value is None:
-            return None
-        if not isinstance(value, datetime) or value.tzinfo is None:
-            raise InvalidInput(f"{name} must be a timezone-aware datetime, got {value!r}")
-        return value.astimezone(UTC)
+        return None if value is None else check_aware(name, value)
 
     async def settle(self) -> int:
         """Finish what earlier calls left to run after they returned: the retrievals' records (access, events,

@@ -1,4 +1,10 @@
-"""Input checks at the API edge: every bad input gets a typed error before anything is written."""
+"""Input checks at the API edge: every bad input gets a typed error before anything is written.
+
+The ranges (the limits table in docs/daemon.md) keep every value within what the engines and the date arithmetic
+take, so a value of the right type but out of range is an `InvalidInput` naming the field, the value and the
+range, never an engine's error: JSON's exact integers end at 2**53 (SQLite's INTEGER at 2**63), a datetime's UTC
+form must stay within years 1..9999 with room for the time words' arithmetic ("999 weeks ago", "next year"), and
+a context budget sizes each layer's search."""
 
 from __future__ import annotations
 
@@ -23,6 +29,16 @@ IDENTIFIER_RULE = "1-128 characters of letters, digits and . _ : @ / -, starting
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
 """An encoded image larger than this is refused before it is read into memory twice (the pixel count is checked
 when it is decoded: a decompression bomb is refused there)."""
+MAX_TURN_NUMBER = 2**53 - 1
+"""The largest integer every JSON parser holds exactly (a JavaScript number; the OpenAPI schema's float), well
+within SQLite's 64-bit INTEGER."""
+MAX_K = 1000
+"""The most results one retrieval returns."""
+MAX_BUDGET_TOKENS = 1_000_000
+"""The largest context budget: each layer then searches budget/64 candidates (15,625)."""
+EARLIEST_TIME = datetime(1000, 1, 1, tzinfo=UTC)
+LATEST_TIME = datetime(8999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+TIME_RULE = "a timezone-aware time from 1000-01-01 to 8999-12-31 (UTC)"
 SIGNATURES = (  # leading bytes -> the extension the store gives the file
     (b"\x89PNG\r\n\x1a\n", "png"),
     (b"\xff\xd8\xff", "jpg"),
@@ -65,19 +81,50 @@ def check_content(content: object, *, max_bytes: int) -> str:
     return text
 
 
-def check_time(at: object, *, default: datetime) -> datetime:
+def check_count(field: str, value: object, *, low: int, high: int) -> int:
+    """`value` if it is an int (not a bool) from `low` to `high`, else InvalidInput naming the field, the value and
+    the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer from {low}")
+        raise InvalidInput(f"{field} must be {kind}, at most {high}; got {_shown(value)}")
+    return value
+
+
+def check_aware(field: str, value: object) -> datetime:
+    """`value` in UTC if it is an aware datetime within EARLIEST_TIME..LATEST_TIME once in UTC."""
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise InvalidInput(f"{field} must be a timezone-aware datetime, got {_shown(value)}")
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59-23:59 is in year 10000 once in UTC
+        utc = None
+    if utc is None or not EARLIEST_TIME <= utc <= LATEST_TIME:
+        raise InvalidInput(f"{field} {value.isoformat()} is out of range: {TIME_RULE}")
+    return utc
+
+
+def check_time(at: object, *, default: datetime, field: str = "Turn time") -> datetime:
     if at is None:
         return default
     if isinstance(at, str):
         try:
             at = datetime.fromisoformat(at.replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidInput(f"Turn time {at!r} is not an ISO-8601 timestamp") from None
+            raise InvalidInput(f"{field} {_shown(at)} is not an ISO-8601 timestamp") from None
     if not isinstance(at, datetime):
-        raise InvalidInput(f"Turn time must be a datetime or ISO string, not {type(at).__name__}")
+        raise InvalidInput(f"{field} must be a datetime or ISO string, not {type(at).__name__}")
     if at.tzinfo is None:
-        raise InvalidInput(f"Turn time {at.isoformat()} has no timezone; pass an aware datetime (UTC)")
-    return at.astimezone(UTC)
+        raise InvalidInput(f"{field} {at.isoformat()} has no timezone; pass an aware datetime (UTC)")
+    return check_aware(field, at)
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    """`repr(value)`, cut to `limit` characters (an int of 5,000 digits has no repr: Python refuses to make it)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def check_emotion(value: EmotionalContext | Mapping[str, Any] | None) -> EmotionalContext | None:
@@ -128,14 +175,13 @@ def check_turn(turn: TurnInput, *, max_bytes: int, now: datetime) -> tuple[TurnI
     """The validated turn (with time and emotion normalised), its text and its role."""
     check_identifier("namespace", turn.namespace)
     check_identifier("session_id", turn.session_id)
-    if isinstance(turn.turn_number, bool) or not isinstance(turn.turn_number, int) or turn.turn_number < 0:
-        raise InvalidInput(f"turn_number must be a non-negative int, not {turn.turn_number!r}")
+    check_count("turn_number", turn.turn_number, low=0, high=MAX_TURN_NUMBER)
     try:
         role = Role(turn.role)
     except ValueError:
         raise InvalidInput(f"Unknown role {turn.role!r}; expected one of {[r.value for r in Role]}") from None
     text = check_content(turn.content, max_bytes=max_bytes)
-    at = check_time(turn.at, default=now)
+    at = check_time(turn.at, default=now, field="at")
     emotion = check_emotion(turn.emotional_context)
     images = check_images(turn.images)
     normalised = TurnInput(turn.session_id, turn.turn_number, text, role.value, emotion, at, turn.namespace, images)

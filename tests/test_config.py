@@ -58,3 +58,8 @@ def test_bad_values_name_the_key(tmp_path: Path) -> None:
     broken.write_text("data_dir = [unclosed")
     with pytest.raises(ConfigError, match="bad.toml"):
         load_config(broken, environ={})
+
+
+def test_an_empty_data_dir_is_refused_not_the_current_directory() -> None:
+    with pytest.raises(ConfigError, match="data_dir: .*must not be empty"):
+        load_config(environ={"AGENT_MEMORY__DATA_DIR": " "})

@@ -5,9 +5,12 @@ The benchmark files are read from wherever the user keeps them; nothing of them 
 
 from __future__ import annotations
 
+import codecs
 import gzip
+import io
 import json
 import re
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,14 +24,26 @@ LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
 
 
 def read_json(path: Path) -> Any:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
+    """The JSON document in `path` (gzip when it ends in .gz; a UTF-8 byte order mark is allowed). InvalidInput
+    names the file and, for bad bytes or bad JSON, the line."""
+    with _open_input(path) as fh:
+        raw = _read_all(path, fh)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InvalidInput(f"{path.name} is not valid UTF-8 (byte 0x{raw[exc.start]:02x} on line {line})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{path.name} line {exc.lineno} column {exc.colno}: malformed JSON ({exc.msg})") from None
 
 
 def read_jsonl(path: Path) -> Iterator[TurnInput]:
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
+    """One turn per line (blank lines skipped; a UTF-8 byte order mark is allowed). InvalidInput names the line."""
+    with _open_input(path) as fh:
+        for number, raw in enumerate(fh, 1):
+            line = _decode_line(path, number, raw[3:] if number == 1 and raw.startswith(codecs.BOM_UTF8) else raw)
             if not line.strip():
                 continue
             try:
@@ -41,25 +56,74 @@ def read_jsonl(path: Path) -> Iterator[TurnInput]:
                 raise InvalidInput(f"{path.name} line {number}: {exc}") from None
 
 
+def _open_input(path: Path) -> gzip.GzipFile | io.BufferedReader:
+    try:
+        return gzip.GzipFile(path, "rb") if path.suffix == ".gz" else path.open("rb")
+    except FileNotFoundError:
+        raise InvalidInput(f"Cannot read {path}: no such file") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"Cannot read {path}: it is a directory, not a file") from None
+    except OSError as exc:
+        raise InvalidInput(f"Cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _read_all(path: Path, fh: gzip.GzipFile | io.BufferedReader) -> bytes:
+    try:
+        return fh.read()
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise InvalidInput(f"Cannot read {path}: {exc}") from exc
+
+
+def _decode_line(path: Path, number: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1}"
+        raise InvalidInput(f"{path.name} line {number}: not valid UTF-8 ({where})") from None
+
+
+def _entries(path: Path, what: str) -> Iterator[tuple[int, Any]]:
+    """The numbered entries of a benchmark file, which is a JSON list of `what`."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        kind = "an object" if isinstance(data, dict) else type(data).__name__
+        raise InvalidInput(f"{path.name}: expected a JSON list of {what}, got {kind}")
+    yield from enumerate(data, 1)
+
+
+def _malformed(path: Path, what: str, exc: Exception) -> InvalidInput:
+    """An entry whose shape is not the benchmark's: a missing key, a wrong type, a bad date."""
+    detail = f"missing key {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+    return InvalidInput(f"{path.name}, {what}: {detail}")
+
+
 def locomo_turns(path: Path) -> Iterator[TurnInput]:
     """Each LoCoMo sample becomes a namespace; a turn is "{speaker}: {text}" plus its shared image caption.
     Both speakers are people, so both speak as users."""
-    for sample in read_json(path):
-        conversation = sample["conversation"]
-        for number in _session_numbers(conversation):
-            started = parse_locomo_time(conversation[f"session_{number}_date_time"])
-            for index, turn in enumerate(conversation[f"session_{number}"]):
-                text = f"{turn['speaker']}: {turn['text']}"
-                if turn.get("blip_caption"):
-                    text += f" [image: {turn['blip_caption']}]"
-                yield TurnInput(
-                    session_id=f"session_{number}",
-                    turn_number=index,
-                    content=text,
-                    role="user",  # two people talking, neither an assistant; the speaker is in the text
-                    at=started + timedelta(seconds=30 * index),
-                    namespace=namespace_of(sample["sample_id"]),
-                )
+    for position, sample in _entries(path, "conversations"):
+        try:
+            turns = list(_locomo_sample(sample))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _malformed(path, f"conversation {position}", exc) from None
+        yield from turns
+
+
+def _locomo_sample(sample: dict[str, Any]) -> Iterator[TurnInput]:
+    conversation = sample["conversation"]
+    for number in _session_numbers(conversation):
+        started = parse_locomo_time(conversation[f"session_{number}_date_time"])
+        for index, turn in enumerate(conversation[f"session_{number}"]):
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [image: {turn['blip_caption']}]"
+            yield TurnInput(
+                session_id=f"session_{number}",
+                turn_number=index,
+                content=text,
+                role="user",  # two people talking, neither an assistant; the speaker is in the text
+                at=started + timedelta(seconds=30 * index),
+                namespace=namespace_of(sample["sample_id"]),
+            )
 
 
 def _session_numbers(conversation: dict[str, Any]) -> list[int]:
@@ -75,27 +139,35 @@ def longmemeval_turns(path: Path) -> Iterator[TurnInput]:
     """Each LongMemEval question's haystack becomes a namespace named after the question id. A haystack can list
     the same session twice (identical turns, another time): it is ingested once; a reused id with other turns
     gets a suffix."""
-    for entry in read_json(path):
-        namespace = namespace_of(entry["question_id"])
-        seen: dict[str, Any] = {}
-        sessions = zip(entry["haystack_session_ids"], entry["haystack_dates"], entry["haystack_sessions"], strict=True)
-        for raw_id, date, turns in sessions:
-            if seen.get(raw_id) == turns:
+    for position, entry in _entries(path, "questions"):
+        try:
+            turns = list(_longmemeval_question(entry))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _malformed(path, f"question {position}", exc) from None
+        yield from turns
+
+
+def _longmemeval_question(entry: dict[str, Any]) -> Iterator[TurnInput]:
+    namespace = namespace_of(entry["question_id"])
+    seen: dict[str, Any] = {}
+    sessions = zip(entry["haystack_session_ids"], entry["haystack_dates"], entry["haystack_sessions"], strict=True)
+    for raw_id, date, turns in sessions:
+        if seen.get(raw_id) == turns:
+            continue
+        session_id = namespace_of(raw_id if raw_id not in seen else f"{raw_id}:{len(seen)}")
+        seen.setdefault(raw_id, turns)
+        started = parse_longmemeval_time(date)
+        for index, turn in enumerate(turns):
+            if not (turn.get("content") or "").strip():
                 continue
-            session_id = namespace_of(raw_id if raw_id not in seen else f"{raw_id}:{len(seen)}")
-            seen.setdefault(raw_id, turns)
-            started = parse_longmemeval_time(date)
-            for index, turn in enumerate(turns):
-                if not (turn.get("content") or "").strip():
-                    continue
-                yield TurnInput(
-                    session_id=session_id,
-                    turn_number=index,
-                    content=turn["content"],
-                    role=turn["role"],
-                    at=started + timedelta(seconds=30 * index),
-                    namespace=namespace,
-                )
+            yield TurnInput(
+                session_id=session_id,
+                turn_number=index,
+                content=turn["content"],
+                role=turn["role"],
+                at=started + timedelta(seconds=30 * index),
+                namespace=namespace,
+            )
 
 
 def parse_longmemeval_time(text: str) -> datetime:

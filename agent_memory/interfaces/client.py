@@ -5,10 +5,17 @@ that owns a data directory, if one does (interfaces/discovery.py).
 An error answer, `{"error": {"code", "message"}}`, is raised again here as the class the daemon's error belongs to
 (the nearest one that takes a message: `duplicate_turn` is an `InvalidInput`), with the daemon's message; a code
 that no class fits is a `DaemonError`, and a daemon that does not answer is `DaemonUnreachable`, naming its URL.
+
+`export_policy` fetches the policy export as the JSONL stream the daemon sends and writes it here: the daemon
+writes no file an HTTP caller names.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -153,7 +160,8 @@ class DaemonClient:
         return self._decode(_STATS, await self._call("GET", "/v1/stats"))
 
     async def run_job(self, name: str, *, now: datetime | None = None, **options: Any) -> JobRun:
-        """POST /v1/jobs/{name}. A Path option (export's `out`) is sent absolute: the daemon's cwd is not ours."""
+        """POST /v1/jobs/{name}. A Path option is sent absolute: the daemon's cwd is not ours. The daemon refuses
+        the export job (it would write a file): `export_policy` streams the export instead."""
         answer = await self._call("POST", f"/v1/jobs/{quote(name, safe='')}", json=_jsonable(now=now, **options))
         return self._decode(_RUN, answer)
 
@@ -163,6 +171,29 @@ class DaemonClient:
 
     async def doctor(self, *, repair: bool = False) -> DoctorReport:
         return self._decode(_DOCTOR, await self._call("GET", "/v1/doctor", params={"repair": repair}))
+
+    async def export_policy(self, out: Path, *, labelled_only: bool = True) -> dict[str, Any]:
+        """GET /v1/export/policy streamed into `out` on this machine, through a temporary file beside it (mode 0600)
+        renamed into place once the last line has arrived: a reader never sees half a file, and a stream cut short
+        leaves `out` as it was. Returns the counts the export job reports (save and retrieval lines)."""
+        lines = _ExportFile(await asyncio.to_thread(_AtomicFile, out))
+        params = {"labelled_only": "true" if labelled_only else "false"}
+        try:
+            async with self._http.stream("GET", "/v1/export/policy", params=params) as response:
+                if response.is_error:
+                    await response.aread()
+                    raise self._error(response)
+                async for chunk in response.aiter_bytes():
+                    await asyncio.to_thread(lines.write, chunk)
+            counts = lines.finish(self.url)
+            await asyncio.to_thread(lines.file.commit)
+        except httpx.TransportError as exc:
+            await asyncio.to_thread(lines.file.discard)
+            raise DaemonUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+        except BaseException:
+            await asyncio.to_thread(lines.file.discard)
+            raise
+        return {**counts, "out": str(lines.file.out), "labelled_only": labelled_only}
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
@@ -201,6 +232,53 @@ class DaemonClient:
 
 
 # ----- requests and answers ---------------------------------------------------------------------------
+
+
+class _AtomicFile:
+    """A temporary file beside `out` (mkstemp: mode 0600), renamed over `out` by `commit` (blocking calls)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out = out.expanduser().absolute()
+        out.parent.mkdir(parents=True, exist_ok=True)  # as the export job does
+        fd, self.partial = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+        self.fh = os.fdopen(fd, "wb")
+
+    def commit(self) -> None:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.fh.close()
+        os.replace(self.partial, self.out)
+
+    def discard(self) -> None:
+        self.fh.close()
+        Path(self.partial).unlink(missing_ok=True)
+
+
+class _ExportFile:
+    """The export's bytes written as they arrive, each whole line counted by its `kind`."""
+
+    def __init__(self, file: _AtomicFile) -> None:
+        self.file, self.tail = file, b""
+        self.counts = {"save": 0, "retrieval": 0}
+        self.bad: bytes | None = None
+
+    def write(self, chunk: bytes) -> None:
+        self.file.fh.write(chunk)
+        *lines, self.tail = (self.tail + chunk).split(b"\n")
+        for line in lines:
+            try:
+                kind = json.loads(line)["kind"]
+                self.counts[kind] += 1
+            except (ValueError, KeyError, TypeError):
+                self.bad = self.bad or line[:200]
+
+    def finish(self, url: str) -> dict[str, int]:
+        """The counts, or DaemonError when a line was not a decision or the last one did not end."""
+        if self.bad is not None or self.tail:
+            shown = self.bad if self.bad is not None else self.tail[:200]
+            message = f"The daemon at {url} sent an export line that is not a decision: {shown!r}"
+            raise DaemonError(message, url=url, code="unexpected_answer")
+        return dict(self.counts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,27 +1,30 @@
 """The daemon's HTTP API: JSON in and out over one MemoryManager, a bearer token on every route but /health.
 
 Errors are JSON with a stable code, `{"error": {"code": ..., "message": ...}}`; `ERRORS` maps each exception
-class to its HTTP status and code (the nearest class in an exception's MRO wins). docs/daemon.md lists them.
+class to its HTTP status and code (the nearest class in an exception's MRO wins), `HTTP_CODES` the framework's own
+refusals (no such route, a body that does not parse), and http_guard.py refuses a request without the token, or
+with a body too large or too slow, before the app reads it. docs/daemon.md lists every code; the OpenAPI schema
+declares every status each route answers. Request bodies are strict: `"1"` is not a turn number, nor `true`.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import asdict
-from datetime import datetime
-from pathlib import Path
-from typing import Annotated, Any
+from datetime import datetime, timedelta
+from typing import Annotated, Any, cast
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent_memory.config import ServeConfig
 from agent_memory.errors import (
     AgentMemoryError,
     ClosedError,
@@ -38,9 +41,13 @@ from agent_memory.errors import (
     NotFound,
     StorageError,
 )
+from agent_memory.interfaces.http_guard import UNAUTHORIZED, CatchAll, RequestGuard, error_body, errors
 from agent_memory.manager import MemoryManager
-from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, TurnInput, TurnResult
-from agent_memory.sleep.jobs import run_job
+from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, Role, TurnInput, TurnResult
+from agent_memory.policy.export import _chunks as export_chunks
+from agent_memory.sleep.jobs import JOBS, run_job
+from agent_memory.storage.records import SqliteRecords
+from agent_memory.validation import IDENTIFIER, MAX_BUDGET_TOKENS, MAX_K, MAX_TURN_NUMBER, TIME_RULE, check_aware
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +74,16 @@ ERRORS: dict[type[Exception], tuple[int, str]] = {
     AgentMemoryError: (500, "internal_error"),
     Exception: (500, "internal_error"),
 }
-
-
-def error_body(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+REQUEST_CODES = {400: "malformed_json", 422: "invalid_request"}
+"""A body that is not JSON, and JSON of the wrong shape (FastAPI's RequestValidationError)."""
+HTTP_CODES = {400: "malformed_json", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}
+"""The codes of the framework's own refusals (starlette HTTPException): 400 is FastAPI's "There was an error
+parsing the body" (bytes that are not UTF-8, JSON nested past Python's recursion limit); any other status would be
+`http_error`, which no route is known to answer."""
+EXPORT_STREAMED = (
+    "The export is not written on the daemon's machine: GET /v1/export/policy?labelled_only=true streams it as "
+    "JSONL (agent-memory export policy --out FILE writes it where the command runs)"
+)
 
 
 def error_response(exc: Exception) -> JSONResponse:
@@ -85,8 +98,22 @@ def error_response(exc: Exception) -> JSONResponse:
 # ----- request bodies ---------------------------------------------------------------------------------
 
 
+def _iso_only(value: object) -> object:
+    if isinstance(value, str | datetime):
+        return value
+    raise ValueError("a time is an ISO-8601 string with an offset")
+
+
+Time = Annotated[
+    datetime, Strict(False), BeforeValidator(_iso_only), AfterValidator(lambda at: check_aware("the time", at))
+]
+"""An ISO-8601 string (strict mode would refuse any string), aware and within TIME_RULE."""
+Identifier = Annotated[str, Field(json_schema_extra={"pattern": IDENTIFIER.pattern})]
+"""Checked by the memory (400 invalid_identifier); the pattern tells a client, and the fuzz, what it takes."""
+
+
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Emotion(_Body):
@@ -95,13 +122,13 @@ class Emotion(_Body):
 
 
 class TurnBody(_Body):
-    session_id: str
-    turn_number: int
+    session_id: Identifier
+    turn_number: int = Field(ge=0, le=MAX_TURN_NUMBER)
     content: str
-    role: str = "user"
+    role: Annotated[str, Field(json_schema_extra={"enum": [role.value for role in Role]})] = "user"
     emotional_context: Emotion | None = None
-    at: datetime | None = None
-    namespace: str = "default"
+    at: Time | None = Field(default=None, description=TIME_RULE)
+    namespace: Identifier = "default"
 
     def to_input(self) -> TurnInput:
         emotion = self.emotional_context.model_dump() if self.emotional_context else None
@@ -114,28 +141,30 @@ class BulkBody(_Body):
 
 class RetrieveBody(_Body):
     query: str
-    k: int | None = Field(default=None, ge=1)
-    namespace: str = "default"
+    k: int | None = Field(default=None, ge=1, le=MAX_K)
+    namespace: Identifier = "default"
     emotional_context: Emotion | None = None
-    now: datetime | None = None
-    as_of: datetime | None = None
+    now: Time | None = None
+    as_of: Time | None = None
 
 
 class ContextBody(_Body):
     query: str
-    budget_tokens: int = Field(default=2048, ge=1)
-    namespace: str = "default"
+    budget_tokens: int = Field(default=2048, ge=1, le=MAX_BUDGET_TOKENS)
+    namespace: Identifier = "default"
     emotional_context: Emotion | None = None
-    now: datetime | None = None
-    as_of: datetime | None = None
+    now: Time | None = None
+    as_of: Time | None = None
 
 
 class JobBody(_Body):
-    now: datetime | None = None
-    out: str | None = None
-    """export only: the JSONL file to write, on the daemon's machine."""
-    labelled_only: bool = True
-    """export only: leave out decisions not labelled yet."""
+    now: Time | None = None
+    out: str | None = Field(default=None, description="Refused (400): GET /v1/export/policy streams the export")
+    labelled_only: bool = Field(default=True, description="Export only, which is refused (see `out`)")
+
+
+class NDJSONResponse(StreamingResponse):
+    media_type = "application/x-ndjson"
 
 
 # ----- response shapes --------------------------------------------------------------------------------
@@ -152,8 +181,7 @@ def turn_json(result: TurnResult) -> dict[str, Any]:
 
 
 def memory_json(memory: Memory) -> dict[str, Any]:
-    data: dict[str, Any] = jsonable_encoder(asdict(memory))
-    return data
+    return cast(dict[str, Any], jsonable_encoder(asdict(memory)))
 
 
 def result_json(result: RetrievalResult) -> dict[str, Any]:
@@ -175,8 +203,7 @@ def context_json(context: Context) -> dict[str, Any]:
 
 
 def run_json(run: JobRun) -> dict[str, Any]:
-    data: dict[str, Any] = jsonable_encoder(asdict(run))
-    return data
+    return cast(dict[str, Any], jsonable_encoder(asdict(run)))
 
 
 def doctor_json(report: DoctorReport) -> dict[str, Any]:
@@ -187,23 +214,37 @@ def doctor_json(report: DoctorReport) -> dict[str, Any]:
 # ----- the app ----------------------------------------------------------------------------------------
 
 
-def create_app(manager: MemoryManager, *, token: str, scheduler: Any | None = None) -> FastAPI:
-    """The API over `manager`; every /v1 route needs `Authorization: Bearer <token>`. `scheduler` (the daemon's
-    APScheduler, if any) is listed by GET /v1/schedule."""
+SERVE = ServeConfig()
+
+
+def create_app(
+    manager: MemoryManager,
+    *,
+    token: str,
+    scheduler: Any | None = None,
+    max_body_bytes: int = SERVE.max_body_bytes,
+    body_timeout: timedelta = SERVE.body_timeout,
+) -> FastAPI:
+    """The API over `manager`; every /v1 route needs `Authorization: Bearer <token>`, checked before the body is
+    read, and a body is refused past `max_body_bytes` or `body_timeout` (http_guard.py). `scheduler` (the
+    daemon's APScheduler, if any) is listed by GET /v1/schedule."""
     app = FastAPI(  # no Swagger or ReDoc pages: they load their scripts from a CDN, and nothing here goes online
         title="agent-memory", summary="A local-first memory for AI agents", version="1", docs_url=None, redoc_url=None
     )
-    app.add_middleware(CatchAll)
+    app.add_middleware(CatchAll, on_error=error_response)
+    app.add_middleware(RequestGuard, token=token, max_body_bytes=max_body_bytes, body_timeout=body_timeout)
     app.add_exception_handler(AgentMemoryError, _on_error)
     app.add_exception_handler(Unauthorized, _on_error)
     app.add_exception_handler(RequestValidationError, _on_invalid_request)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
 
-    @app.get("/health")
+    @app.get("/health", responses=errors(408, 413))
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    app.include_router(_routes(manager, scheduler), dependencies=[Depends(BearerToken(token))])
+    bearer = [Depends(BearerToken(token))]  # the guard checked it already; this declares it in the schema
+    app.include_router(_routes(manager, scheduler), dependencies=bearer, responses=errors(401, 408, 413, 500, 503))
+    app.include_router(_streams(manager), dependencies=bearer)
     return app
 
 
@@ -219,21 +260,21 @@ class BearerToken:
     async def __call__(self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> None:
         given = credentials.credentials.encode() if credentials else b""
         if not hmac.compare_digest(given, self.expected):
-            raise Unauthorized("A valid bearer token is required (Authorization: Bearer <data_dir/api_token>)")
+            raise Unauthorized(UNAUTHORIZED)
 
 
 def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
     v1 = APIRouter(prefix="/v1")
 
-    @v1.post("/turns")
+    @v1.post("/turns", responses=errors(400, 409, 422))
     async def process_turn(body: TurnBody) -> dict[str, Any]:
         return turn_json((await manager.process_turns([body.to_input()]))[0])
 
-    @v1.post("/turns/bulk")
+    @v1.post("/turns/bulk", responses=errors(400, 409, 422))
     async def process_turns(body: BulkBody) -> list[dict[str, Any]]:
         return [turn_json(r) for r in await manager.process_turns([t.to_input() for t in body.turns])]
 
-    @v1.post("/retrieve")
+    @v1.post("/retrieve", responses=errors(400, 422))
     async def retrieve(body: RetrieveBody) -> list[dict[str, Any]]:
         emotion = body.emotional_context.model_dump() if body.emotional_context else None
         results = await manager.retrieve(
@@ -241,7 +282,7 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
         )
         return [result_json(r) for r in results]
 
-    @v1.post("/context")
+    @v1.post("/context", responses=errors(400, 422))
     async def context(body: ContextBody) -> dict[str, Any]:
         emotion = body.emotional_context.model_dump() if body.emotional_context else None
         packed = await manager.context(
@@ -254,24 +295,25 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
         )
         return context_json(packed)
 
-    @v1.get("/memories/{memory_id}")
+    @v1.get("/memories/{memory_id}", responses=errors(404, 422))  # FastAPI would declare its own 422 shape
     async def get_memory(memory_id: str) -> dict[str, Any]:
         return memory_json(await manager.get(memory_id))
 
     @v1.get("/stats")
     async def stats() -> dict[str, Any]:
-        data: dict[str, Any] = jsonable_encoder(await manager.stats())
-        return data
+        return cast(dict[str, Any], jsonable_encoder(await manager.stats()))
 
-    @v1.get("/doctor")
+    @v1.get("/doctor", responses=errors(422))
     async def doctor(repair: bool = False) -> dict[str, Any]:
         return doctor_json(await manager.doctor(repair=repair))
 
-    @v1.post("/jobs/{name}")
-    async def run(name: str, body: JobBody | None = None) -> dict[str, Any]:
+    @v1.post("/jobs/{name}", responses=errors(400, 404, 422))
+    async def run(
+        name: Annotated[str, Path(json_schema_extra={"enum": sorted(JOBS)})], body: JobBody | None = None
+    ) -> dict[str, Any]:
         return run_json(await run_job(manager, name, now=body.now if body else None, **_job_options(name, body)))
 
-    @v1.get("/jobs")
+    @v1.get("/jobs", responses=errors(422))
     async def history(job: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
         return [run_json(r) for r in await manager.records.job_runs(job or None, limit=limit)]
 
@@ -283,12 +325,48 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
     return v1
 
 
+def _streams(manager: MemoryManager) -> APIRouter:
+    """The routes whose answer is not JSON (their errors are)."""
+    v1 = APIRouter(prefix="/v1")
+    ndjson = {"description": "The export job's lines, a decision each", "content": {NDJSONResponse.media_type: {}}}
+
+    @v1.get(
+        "/export/policy",
+        response_class=NDJSONResponse,
+        responses={200: ndjson, **errors(401, 408, 413, 422, 500, 503, by_ref=True)},
+    )
+    async def export_policy(labelled_only: bool = True) -> NDJSONResponse:
+        """The policy export (docs/policy-export.md) streamed as JSONL: the caller writes it where it wants."""
+        await manager.settle()  # as the export job does: the last retrievals' records are in it
+        return NDJSONResponse(await _started(policy_lines(manager.records, labelled_only=labelled_only)))
+
+    return v1
+
+
 def _job_options(name: str, body: JobBody | None) -> dict[str, Any]:
-    if name != "export":
-        return {}
-    if body is None or not body.out:
-        raise InvalidInput('The export job needs {"out": "<path of the JSONL file to write>"}')
-    return {"out": Path(body.out).expanduser(), "labelled_only": body.labelled_only}
+    """Export writes a file, and the HTTP caller does not choose the daemon's paths: it is streamed instead."""
+    if name == "export":
+        raise InvalidInput(EXPORT_STREAMED)
+    return {}
+
+
+async def policy_lines(records: SqliteRecords, *, labelled_only: bool) -> AsyncIterator[bytes]:
+    """The export job's lines (policy/export.py): save decisions, then retrievals, up to 1,000 lines a chunk."""
+    for rows in (records.decision_rows, records.retrieval_rows):
+        async for chunk in export_chunks(rows(labelled_only=labelled_only)):
+            yield "".join(chunk).encode("utf-8")
+
+
+async def _started(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`chunks` with the first one read now: an error before the first byte is an error answer, not a cut stream."""
+    first = await anext(chunks, b"")
+
+    async def all_of_them() -> AsyncIterator[bytes]:
+        yield first
+        async for chunk in chunks:
+            yield chunk
+
+    return all_of_them()
 
 
 # ----- error handlers ---------------------------------------------------------------------------------
@@ -301,39 +379,20 @@ async def _on_error(request: Request, exc: Exception) -> JSONResponse:
 async def _on_invalid_request(request: Request, exc: Exception) -> JSONResponse:
     """A body that is not JSON is 400 malformed_json with the parser's message; JSON of the wrong shape is 422."""
     assert isinstance(exc, RequestValidationError)
-    errors = list(exc.errors())
-    for error in errors:
+    problems = list(exc.errors())
+    for error in problems:
         if error.get("type") == "json_invalid":
             detail = (error.get("ctx") or {}).get("error", error.get("msg"))
-            return JSONResponse(error_body("malformed_json", f"The body is not valid JSON: {detail}"), 400)
-    message = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors)
-    return JSONResponse(error_body("invalid_request", message or "Invalid request"), 422)
+            return JSONResponse(error_body(REQUEST_CODES[400], f"The body is not valid JSON: {detail}"), 400)
+    message = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in problems)
+    return JSONResponse(error_body(REQUEST_CODES[422], message or "Invalid request"), 422)
 
 
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
-    """Routing errors (no such path, wrong method) in the same shape as every other error."""
+    """The framework's refusals (no such path, wrong method, a body that does not parse) in the same shape as
+    every other error, with a code from HTTP_CODES."""
     assert isinstance(exc, StarletteHTTPException)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers)
-
-
-class CatchAll:
-    """Anything no handler took becomes 500 internal_error (logged), not a bare text page and a raised error."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def tracking_send(message: Any) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking_send)
-        except Exception as exc:
-            if started or scope["type"] != "http":
-                raise
-            await error_response(exc)(scope, receive, send)
+    code = HTTP_CODES.get(exc.status_code, "http_error")
+    cause = exc.__cause__
+    detail = f"{exc.detail}: {type(cause).__name__}: {cause}" if cause is not None else str(exc.detail)
+    return JSONResponse(error_body(code, detail), exc.status_code, headers=exc.headers)

@@ -3,9 +3,11 @@
 Once its socket is bound it writes `data_dir/daemon.json` (its URL and pid, interfaces/discovery.py), which is how
 the CLI finds it; the file goes when it stops serving.
 
-Shutdown (SIGTERM or SIGINT): daemon.json is removed; uvicorn stops accepting connections and finishes the requests in flight; then the
-scheduler starts nothing new and the jobs already running finish; then the manager closes (the outbox is
-applied, the engines closed, the owner lock released) and the process exits 0.
+Shutdown (SIGTERM or SIGINT): daemon.json is removed; uvicorn stops accepting connections and finishes the
+requests in flight; then the scheduler starts nothing new and the jobs already running finish; then the manager
+closes (the outbox is applied, the engines closed, the owner lock released) and the process exits 0. Requests and
+jobs get `serve.shutdown_timeout` together: past it, the requests still running are cancelled, their connections
+dropped (a client that stalls halfway through its body holds nothing), and the jobs cancelled.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
 import socket
 import sys
+import time
 from collections.abc import Generator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,29 @@ from agent_memory.sleep.jobs import run_job
 
 log = logging.getLogger(__name__)
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def check_exposure(host: str, *, allow_remote: bool) -> None:
+    """Refuse (ConfigError) a host other than loopback unless `allow_remote`; with it, warn that the API is exposed."""
+    import ipaddress
+
+    from agent_memory.errors import ConfigError
+
+    try:
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a name: only localhost is known to stay on this machine
+        loopback = host.lower().rstrip(".") == "localhost"
+    if loopback:
+        return
+    exposed = "the HTTP API would be reachable from other machines with only the bearer token and no TLS"
+    if not allow_remote:
+        raise ConfigError(
+            f"serve.host {host!r} is not a loopback address: {exposed}; pass --allow-remote "
+            "(or set serve.allow_remote = true) to serve on it anyway, or use 127.0.0.1"
+        )
+    log.warning(
+        "serving on %s: the API is exposed with only the bearer token and no TLS (put a TLS proxy in front)", host
+    )
 
 
 class SleepSchedule:
@@ -78,13 +105,20 @@ class SleepSchedule:
         if self.scheduler.running and self.scheduler.get_job(name) is not None:
             self.scheduler.modify_job(name, next_run_time=datetime.now(UTC))
 
-    async def stop(self) -> None:
-        """Start no new run, then wait for the runs in flight (run_job never raises)."""
+    async def stop(self, *, grace: timedelta | None = None) -> None:
+        """Start no new run, then wait for the runs in flight (run_job never raises); after `grace`,
+        cancel those still running (each of their transactions is whole: a cancelled job leaves no half-write)."""
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
-        if self._running:
-            log.info("waiting for %d sleep job(s) to finish", len(self._running))
-            await asyncio.gather(*self._running, return_exceptions=True)
+        if not self._running:
+            return
+        log.info("waiting for %d sleep job(s) to finish", len(self._running))
+        _, late = await asyncio.wait(set(self._running), timeout=grace.total_seconds() if grace else None)
+        if late:
+            log.warning("cancelling %d sleep job(s) still running at the shutdown deadline", len(late))
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
 
 
 class DaemonServer(uvicorn.Server):
@@ -95,6 +129,7 @@ class DaemonServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, *, data_dir: Path) -> None:
         super().__init__(config)
         self.data_dir = data_dir
+        self.stopping_at: float | None = None  # time.monotonic() when the exit signal came
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -107,13 +142,25 @@ class DaemonServer(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         withdraw(self.data_dir)  # first: a CLI that looks now no longer sends requests to a closing server
-        await super().shutdown(sockets=sockets)
+        await super().shutdown(sockets=sockets)  # past timeout_graceful_shutdown, it cancels the requests' tasks
+        if self.server_state.connections:
+            log.warning(
+                "dropping %d connection(s) still open at the shutdown deadline", len(self.server_state.connections)
+            )
+        for connection in list(self.server_state.connections):
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.abort()
+
+    def _on_signal(self, sig: int) -> None:
+        self.stopping_at = self.stopping_at or time.monotonic()
+        self.handle_exit(sig, None)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         loop = asyncio.get_running_loop()
         for sig in HANDLED_SIGNALS:
-            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+            loop.add_signal_handler(sig, self._on_signal, sig)
         try:
             yield
         finally:
@@ -125,15 +172,32 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
     """Own `config.data_dir` and serve it on host:port (default: the [serve] section) until SIGTERM or SIGINT."""
     host = host or config.serve.host
     port = config.serve.port if port is None else port
+    check_exposure(host, allow_remote=config.serve.allow_remote)
     async with MemoryManager.open(config) as manager:
         token = load_or_create_token(config.data_dir)
         schedule = SleepSchedule(manager, config)
-        app = create_app(manager, token=token, scheduler=schedule.scheduler)
-        uvicorn_config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+        app = create_app(
+            manager,
+            token=token,
+            scheduler=schedule.scheduler,
+            max_body_bytes=config.serve.max_body_bytes,
+            body_timeout=config.serve.body_timeout,
+        )
+        deadline = config.serve.shutdown_timeout.total_seconds()
+        uvicorn_config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            timeout_graceful_shutdown=math.ceil(deadline),
+        )
         server = DaemonServer(uvicorn_config, data_dir=config.data_dir)
         schedule.start()
+        started = time.monotonic()
         try:
             await server.serve()
         finally:
             withdraw(config.data_dir)  # in case serving stopped without uvicorn's shutdown
-            await schedule.stop()
+            stopping = server.stopping_at or started
+            await schedule.stop(grace=timedelta(seconds=max(0.0, deadline - (time.monotonic() - stopping))))

@@ -118,12 +118,15 @@ class JsonlJournal:
         return sorted(int(m.group(1)) for m in found if m)
 
     def _open_sync(self) -> None:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        numbers = self.segments()
-        self._segment = numbers[-1] if numbers else 1
-        path = self._dir / segment_name(self._segment)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        self._size = self._repair_tail(path)
+        try:
+            self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            numbers = self.segments()
+            self._segment = numbers[-1] if numbers else 1
+            path = self._dir / segment_name(self._segment)
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            self._size = self._repair_tail(path)
+        except OSError as exc:
+            raise StorageError(f"Cannot open the log in {self._dir}: {exc.strerror or exc}") from exc
         self._end = (self._segment, self._size)
         self._earlier_bytes = sum((self._dir / segment_name(n)).stat().st_size for n in numbers if n != self._segment)
 

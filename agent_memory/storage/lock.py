@@ -6,7 +6,8 @@ import fcntl
 import os
 from pathlib import Path
 
-from agent_memory.errors import StoreLocked
+from agent_memory.errors import DataDirError, StoreLocked
+from agent_memory.storage.private import make_private_dir
 
 
 class OwnerLock:
@@ -21,8 +22,13 @@ class OwnerLock:
         self._fd = -1
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """Take the lock, or raise StoreLocked naming the owner (DataDirError when the lock file cannot be opened)."""
+        make_private_dir(self.path.parent)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            problem = f"cannot be written: its lock file {self.path.name} cannot be opened ({exc.strerror or exc})"
+            raise DataDirError(str(self.path.parent), problem) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

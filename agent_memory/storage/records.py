@@ -29,6 +29,7 @@ from agent_memory.storage.inserts import insert_image, insert_turn
 from agent_memory.storage.keyword_projection import KeywordProjection
 from agent_memory.storage.outbox_records import OutboxQueries
 from agent_memory.storage.outcome_records import OutcomeQueries
+from agent_memory.storage.private import make_private_file
 from agent_memory.storage.recall_records import RecallQueries
 from agent_memory.storage.recovery_records import RecoveryQueries, set_recovery_start
 from agent_memory.storage.retrieval_records import RetrievalQueries
@@ -75,6 +76,11 @@ class SqliteRecords(
     async def open(cls, path: Path) -> SqliteRecords:
         """The writer (migrated) and the readers. When any step fails, what was opened is closed again: an
         aiosqlite connection left open keeps its thread, and the process would never exit."""
+        try:  # 0600 before SQLite opens it, which gives its WAL and SHM the same mode (one open(2): no thread)
+            make_private_file(path)
+        except OSError as exc:
+            problem = exc.strerror or exc
+            raise StorageError(f"The records database {path} cannot be opened for writing ({problem})") from exc
         opened: list[aiosqlite.Connection] = []
         try:
             writer = await aiosqlite.connect(path, isolation_level=None)

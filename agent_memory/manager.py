@@ -8,6 +8,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
@@ -196,7 +197,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
     async def _missing_projections(self, graph: bool, vectors: bool) -> tuple[bool, bool]:
         """A projection that is empty while SQLite holds memories was deleted (or never built): rebuild it on open,
         as for an unreadable one, rather than serve an empty graph or index until someone runs doctor --repair."""
-        if not await self.records.has_memories():
+        if not await self.records.has_projected_memories():  # none yet, or all still in the outbox: replayed next
             await self.records.set_projection_format("session_keys", SESSION_KEYS)
             return graph, vectors
         if not graph and await self.records.projection_format("session_keys") != SESSION_KEYS:
@@ -336,10 +337,15 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         await self._commit(records, positions, await self._recovered_images(records))
 
     async def get(self, memory_id: str) -> Memory:
-        """The memory as it is now, its keywords included (pending projector work is finished first)."""
+        """The memory as it is now, its accesses and keywords included. It does not wait for the projector's
+        queue (that took seconds under concurrent writers): keywords still to be derived are derived for it here,
+        as the projector will."""
         self._check_open()
-        await self.settle()
-        return await self.records.get_memory(memory_id)
+        await self._recorded()
+        memory = await self.records.get_memory(memory_id)
+        if await self.records.keywords_pending(memory_id):
+            memory = replace(memory, keywords=await self.projector.keywords_of(memory_id, memory.content))
+        return memory
 
     async def read_turn(self, turn_id: str) -> LogRecord:
         """The turn exactly as it was logged, read back through its byte offset."""

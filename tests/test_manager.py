@@ -65,8 +65,11 @@ async def test_keywords_are_derived_after_the_commit_and_indexed(manager: Memory
     async with manager.records.transaction() as db:
         (stored,) = await db.execute_fetchall("SELECT keywords FROM memories WHERE memory_id = ?", (kept.memory_id,))
     assert stored[0] == "[]"  # the commit did not wait for the key phrases
-    memory = await manager.get(kept.memory_id)  # a read finishes the pending work first
+    memory = await manager.get(kept.memory_id)  # a read shows them at once, derived as the projector will
     assert memory.keywords == manager.extractor.keywords(text) and "regatta" in " ".join(memory.keywords)
+    assert await manager.records.pending_keywords(10) == [(kept.memory_id, text)]  # get() wrote nothing
+    await manager.flush()  # the projector's work: keywords stored, and indexed
+    assert (await manager.get(kept.memory_id)).keywords == memory.keywords
     assert await manager.records.pending_keywords(10) == []
     async with manager.records.transaction() as db:  # the FTS row was re-indexed with the keywords column
         found = await db.execute_fetchall(

@@ -149,3 +149,13 @@ async def test_an_old_graph_is_rebuilt_with_the_new_session_keys(
         assert "session nodes are in an older format" in caplog.text
         assert await manager.records.projection_format("session_keys") == 2
         assert (await manager.doctor()).consistent
+
+
+async def test_get_does_not_wait_for_the_projector_and_shows_keywords(config: Config, embedder: Embedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await manager.projector.stop()  # its queue never moves: get() must not wait for it
+        result = await manager.process_turn("s", 0, "Biscuit the dog had surgery in Alvalade on Friday.")
+        assert result.memory_id is not None and await manager.records.keywords_pending(result.memory_id)
+        memory = await asyncio.wait_for(manager.get(result.memory_id), 10)
+        assert "surgery" in " ".join(memory.keywords)
+        manager.projector.start()

@@ -44,7 +44,7 @@ from agent_memory.errors import (
 from agent_memory.interfaces.http_guard import UNAUTHORIZED, CatchAll, RequestGuard, error_body, errors
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, Role, TurnInput, TurnResult
-from agent_memory.policy.export import _chunks as export_chunks
+from agent_memory.policy.export import policy_lines
 from agent_memory.sleep.jobs import JOBS, run_job
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.validation import IDENTIFIER, MAX_BUDGET_TOKENS, MAX_K, MAX_TURN_NUMBER, TIME_RULE, check_aware
@@ -338,7 +338,7 @@ def _streams(manager: MemoryManager) -> APIRouter:
     async def export_policy(labelled_only: bool = True) -> NDJSONResponse:
         """The policy export (docs/policy-export.md) streamed as JSONL: the caller writes it where it wants."""
         await manager.settle()  # as the export job does: the last retrievals' records are in it
-        return NDJSONResponse(await _started(policy_lines(manager.records, labelled_only=labelled_only)))
+        return NDJSONResponse(await _started(export_bytes(manager.records, labelled_only=labelled_only)))
 
     return v1
 
@@ -350,11 +350,10 @@ def _job_options(name: str, body: JobBody | None) -> dict[str, Any]:
     return {}
 
 
-async def policy_lines(records: SqliteRecords, *, labelled_only: bool) -> AsyncIterator[bytes]:
+async def export_bytes(records: SqliteRecords, *, labelled_only: bool) -> AsyncIterator[bytes]:
     """The export job's lines (policy/export.py): save decisions, then retrievals, up to 1,000 lines a chunk."""
-    for rows in (records.decision_rows, records.retrieval_rows):
-        async for chunk in export_chunks(rows(labelled_only=labelled_only)):
-            yield "".join(chunk).encode("utf-8")
+    async for _, chunk in policy_lines(records, labelled_only=labelled_only):
+        yield "".join(chunk).encode("utf-8")
 
 
 async def _started(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -38,17 +38,24 @@ class _AtomicFile:
         Path(self.partial).unlink(missing_ok=True)
 
 
+async def policy_lines(records: SqliteRecords, *, labelled_only: bool = True) -> AsyncIterator[tuple[str, list[str]]]:
+    """The export's JSONL lines, in chunks of up to CHUNK: save decisions, then retrievals; each with its kind. The
+    export job writes them to a file, the HTTP API streams them."""
+    for kind, rows in (
+        ("save", records.decision_rows(labelled_only=labelled_only)),
+        ("retrieval", records.retrieval_rows(labelled_only=labelled_only)),
+    ):
+        async for chunk in _chunks(rows):
+            yield kind, chunk
+
+
 async def export_policy(records: SqliteRecords, out: Path, *, labelled_only: bool = True) -> dict[str, Any]:
     target = await asyncio.to_thread(_AtomicFile, out)
     counts = {"save": 0, "retrieval": 0}
     try:
-        for kind, rows in (
-            ("save", records.decision_rows(labelled_only=labelled_only)),
-            ("retrieval", records.retrieval_rows(labelled_only=labelled_only)),
-        ):
-            async for chunk in _chunks(rows):
-                await asyncio.to_thread(target.write, chunk)
-                counts[kind] += len(chunk)
+        async for kind, chunk in policy_lines(records, labelled_only=labelled_only):
+            await asyncio.to_thread(target.write, chunk)
+            counts[kind] += len(chunk)
         await asyncio.to_thread(target.commit)
     except BaseException:
         await asyncio.to_thread(target.discard)

@@ -144,6 +144,12 @@ class Projector:
         self.applied += applied
         return applied
 
+    async def keywords_of(self, memory_id: str, content: str) -> tuple[str, ...]:
+        """The keywords the projector will derive for a memory still waiting for them: what a read shows meanwhile
+        (so it need not wait for the projector's queue)."""
+        derive = self._keywords
+        return tuple(await asyncio.to_thread(_derived, derive, memory_id, content)) if derive else ()
+
     async def recount(self) -> None:
         """Count the projections again (after a batch, a rebuild, or on open)."""
         graph = await self._graph.counts()

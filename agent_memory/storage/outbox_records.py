@@ -55,6 +55,18 @@ class OutboxQueries:
         )
         return bool(rows[0][0])
 
+    async def keywords_pending(self, memory_id: str) -> bool:
+        return bool(await self._fetch("SELECT 1 FROM pending_keywords WHERE memory_id = ?", (memory_id,)))
+
+    async def has_projected_memories(self) -> bool:
+        """Whether a memory exists that no pending outbox row still has to project: one a projection must hold.
+        (A projection that is empty while every memory still waits in the outbox was not lost; it lags.)"""
+        rows = await self._fetch(
+            "SELECT 1 FROM memories WHERE memory_id NOT IN (SELECT memory_id FROM outbox WHERE done_at IS NULL) "
+            "LIMIT 1"
+        )
+        return bool(rows)
+
     async def pending_outbox_count(self) -> int:
         rows = await self._fetch("SELECT count(*) FROM outbox WHERE done_at IS NULL")
         return int(rows[0][0])

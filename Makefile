@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint bench crash clean-venv
+.PHONY: demo test lint bench crash load clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ bench: $(STAMP)
 
 crash: $(STAMP)
 	$(PY) scripts/crash_test.py --cycles 50
+
+load: $(STAMP)
+	$(PY) scripts/load_test.py --clients 16 --seconds 60
 
 clean-venv:
 	rm -rf $(VENV)

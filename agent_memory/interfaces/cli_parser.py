@@ -1,0 +1,188 @@
+"""The `agent-memory` command line's arguments: the parser, and the argument types that refuse a bad value with one
+line naming it (`Parser.error` raises InvalidInput, which `cli.main` prints)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+from agent_memory.errors import InvalidInput
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, except that a bad argument is an InvalidInput, which `main` prints as one line (not the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InvalidInput(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = Parser(add_help=False)
+    common.add_argument(
+        "--data-dir",
+        type=_data_dir,
+        default=argparse.SUPPRESS,
+        help="data directory (default: config data_dir, ~/.agent_memory)",
+    )
+    common.add_argument(
+        "--config", type=Path, default=argparse.SUPPRESS, help="a TOML config file (see config/default.toml)"
+    )
+    common.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress and warnings"
+    )
+    parser = Parser(prog="agent-memory", description="A local-first memory for AI agents.", parents=[common])
+    subparsers = parser.add_subparsers(dest="command", required=True)
+
+    class Commands:  # every subcommand takes --data-dir, --config and -v too, before or after its name
+        @staticmethod
+        def add_parser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+            return subparsers.add_parser(name, parents=[common], **kwargs)
+
+    commands = Commands()
+
+    ingest = commands.add_parser("ingest", help="ingest turns from a file")
+    ingest.add_argument("file", type=Path)
+    ingest.add_argument("--format", choices=["jsonl", "locomo", "longmemeval"], default="jsonl")
+    ingest.add_argument("--namespace", help="put every turn in this namespace")
+    ingest.add_argument("--batch", type=_positive, default=64, help="turns per transaction (default 64)")
+    ingest.add_argument("--limit", type=_positive, help="ingest at most this many turns")
+    ingest.add_argument("--skip", type=_non_negative, default=0, help="skip the first N turns (to resume an ingest)")
+
+    search = commands.add_parser("search", help="retrieve memories for a query")
+    search.add_argument("query")
+    search.add_argument("-k", type=_positive, default=5)
+    search.add_argument("--namespace", default="default")
+    search.add_argument("--json", action="store_true", help="print JSON")
+
+    stats = commands.add_parser("stats", help="counts from every store")
+    stats.add_argument("--json", action="store_true")
+
+    doctor = commands.add_parser("doctor", help="check that the stores agree; --repair rebuilds projections")
+    doctor.add_argument("--repair", action="store_true")
+
+    context = commands.add_parser("context", help="the token-budgeted memory block for a query, explained")
+    context.add_argument("query")
+    context.add_argument("--budget", type=_positive, default=2048, help="token budget (default 2048)")
+    context.add_argument("--namespace", default="default")
+    context.add_argument("--explain", action="store_true", help="also list what was included and left out, and why")
+
+    bench = commands.add_parser("bench", help="score retrieval on LoCoMo or LongMemEval (evidence recall)")
+    bench.add_argument("dataset", choices=["locomo", "longmemeval"])
+    bench.add_argument("--data", type=Path, required=True, help="the benchmark file (kept wherever you keep it)")
+    bench.add_argument("--budget", type=_budgets, default=[2048], help="token budgets, comma-separated: 512,2048")
+    bench.add_argument("--out", type=_output_file, help="write the report as JSON here")
+    bench.add_argument("--dump", type=_output_file, help="write one JSON line per question and budget here")
+    bench.add_argument("--ablate", action="store_true", help="also score each layer alone and each signal added")
+    bench.add_argument("--sleep", action="store_true", help="then run a full sleep cycle and score again (lifecycle)")
+    bench.add_argument("--limit", type=_positive, help="ask only the first N questions (and ingest only their data)")
+
+    for job, what in (
+        ("decay", "score how strongly each memory is still held"),
+        ("tier", "move memories between tiers"),
+        ("assess", "label decisions whose outcome window has passed"),
+        ("reweight", "weigh keywords that connected memories share"),
+        ("dream", "explore the graph for links nothing has made yet"),
+        ("index", "build the vector index where enough points are unindexed"),
+        ("compact", "consolidate overlapping memories, each merge checked by generative replay"),
+        ("digest", "gather each speaker's statements about themselves into dated digests by topic"),
+    ):
+        run = commands.add_parser(job, help=f"sleep job, once: {what}")
+        run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
+        run.add_argument("--json", action="store_true")
+        if job in ("digest", "compact"):
+            run.add_argument(
+                "--until-done", action="store_true", help="run again while a run stops at its time budget (deferred)"
+            )
+    export = commands.add_parser("export", help="export labelled decisions as JSONL (docs/policy-export.md)")
+    export.add_argument("what", choices=["policy"])
+    export.add_argument("--out", type=_output_file, required=True)
+    export.add_argument("--all", action="store_true", help="include decisions not labelled yet")
+    jobs = commands.add_parser("jobs", help="the latest sleep job runs and their reports")
+    jobs.add_argument("--job", help="only this job")
+    jobs.add_argument("--limit", type=_positive, default=20)
+    jobs.add_argument("--json", action="store_true")
+
+    serve = commands.add_parser("serve", help="the daemon: HTTP API and scheduled sleep jobs (docs/daemon.md)")
+    serve.add_argument("--host", help="address to listen on (default: serve.host, 127.0.0.1)")
+    serve.add_argument("--port", type=_port, help="port to listen on (default: serve.port, 8765; 0 picks a free one)")
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --host other than loopback: the API is then exposed with only the token and no TLS",
+    )
+
+    demo = commands.add_parser("demo", help="ingest a sample conversation, answer questions, reopen")
+    demo.add_argument("--data", type=Path, help="a JSONL conversation (default: data/sample_conversation.jsonl)")
+    return parser
+
+
+def _positive(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _integer(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+
+
+def _data_dir(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty: that would put the store in the current directory")
+    return Path(text)
+
+
+def _output_file(text: str) -> Path:
+    """A file this command can create: not a directory, and below a directory (or a path that can become one)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {path}: it is a directory, not a file")
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise argparse.ArgumentTypeError(f"cannot write {path}: {parent} is not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise argparse.ArgumentTypeError(f"cannot write {path}: the directory {parent} is not writable")
+            break
+    return path
+
+
+def _budgets(text: str) -> list[int]:
+    try:
+        budgets = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budgets must be integers separated by commas, got {text!r}") from None
+    if not budgets or min(budgets) < 1:
+        raise argparse.ArgumentTypeError(f"budgets must be positive, got {text!r}")
+    return budgets
+
+
+def _aware_time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

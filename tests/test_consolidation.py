@@ -168,6 +168,7 @@ async def test_an_accepted_merge_replaces_its_sources_and_keeps_their_lineage(ma
     assert await statuses(manager, ids[len(CAREER) :]) == [MemoryStatus.ACTIVE] * len(OTHERS)
     lineage = await manager.records.lineage_turns([merged.memory_id])
     assert lineage[merged.memory_id] == [("s0", 0), ("s1", 0), ("s2", 0)]
+    await manager.flush()  # stats() reports the projections as of the projector's last batch
     stats = await manager.stats()
     assert stats["graph"]["EVOLVED_FROM"] == 3
     found = await manager.retrieve("Where did Caroline apply for a master's program?", k=3, now=LATER)

@@ -80,6 +80,7 @@ async def test_an_image_query_finds_each_image_first(manager: MemoryManager, tmp
         assert results[0].memory.memory_id == memories[index].memory_id, [r.explain() for r in results]
         assert results[0].layers["image"].rank == 1
         assert results[0].layers["image"].score == pytest.approx(1.0, abs=1e-4)
+    await manager.flush()  # stats() reports the projections as of the projector's last batch
     stats = await manager.stats()
     assert stats["vectors"][IMAGE] == len(IMAGES) and stats["records"]["images"] == len(IMAGES)
     assert stats["vectors"]["text"] == len(IMAGES) - 1  # the uncaptioned image has no text vector

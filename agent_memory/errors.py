@@ -4,6 +4,8 @@ AgentMemoryError
   ConfigError                 bad TOML or environment value; the message names the key
   InvalidInput(ValueError)    input rejected before anything was written
     EmptyContent, ContentTooLarge, InvalidEncoding, InvalidIdentifier, DuplicateTurn, InvalidImage
+    MemoryNotCurrent          a change to a memory that is superseded or merged: change the one that replaced it
+  RevisionConflict            a change named a revision that is not the memory's current one; nothing changed
   NotFound(LookupError)       MemoryNotFound, TurnNotFound
   StorageError                an engine failed; __cause__ is the engine's own exception
     CorruptRecord             a log record or row failed its checksum
@@ -63,6 +65,27 @@ class DuplicateTurn(InvalidInput):
             f"Turn {turn_number} of session {session_id!r} in namespace {namespace!r} "
             "was already processed; nothing was written"
         )
+
+
+class MemoryNotCurrent(InvalidInput):
+    def __init__(self, memory_id: str, status: str, replaced_by: str | None) -> None:
+        by = f" by {replaced_by!r}" if replaced_by else ""
+        super().__init__(
+            f"Memory {memory_id!r} is {status}{by}: change the memory that replaced it; nothing was changed"
+        )
+        self.memory_id, self.status, self.replaced_by = memory_id, status, replaced_by
+
+
+class RevisionConflict(AgentMemoryError):
+    """The memory changed since the caller read it: `expected` is the revision the caller named, `current` the
+    memory's. Read it again (get, history) and decide again."""
+
+    def __init__(self, memory_id: str, expected: int, current: int) -> None:
+        super().__init__(
+            f"Memory {memory_id!r} is at revision {current}, not the expected revision {expected}; "
+            "nothing was changed (read it again, then retry)"
+        )
+        self.memory_id, self.expected, self.current = memory_id, expected, current
 
 
 class NotFound(AgentMemoryError, LookupError):

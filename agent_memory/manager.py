@@ -32,6 +32,7 @@ from agent_memory.models import (
     LogPosition,
     LogRecord,
     Memory,
+    Revision,
     TurnId,
     TurnInput,
     TurnResult,
@@ -44,6 +45,7 @@ from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
 from agent_memory.recovery import LogRecovery
 from agent_memory.retrieval_log import RetrievalLog
+from agent_memory.revisions import Revisions
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.graph_projection import SESSION_KEYS
@@ -187,6 +189,15 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 recent=self._last_vector.recent,
             )
             self.recovery = LogRecovery(self.journal, self.records, index=self._index_logged, clock=self.clock)
+            self.revisions = Revisions(
+                self.records,
+                embed=self.embedder.embed,
+                embedding_model=self.embedder.name,
+                entities=self.extractor.entities,
+                max_bytes=self.config.max_content_bytes,
+                clock=self.clock,
+                notify=self.projector.notify,
+            )
             self.recovered_turns = (await self.recovery.recover()).indexed
             await self.projector.drain()
             await self.projector.recount()
@@ -346,6 +357,42 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         if await self.records.keywords_pending(memory_id):
             memory = replace(memory, keywords=await self.projector.keywords_of(memory_id, memory.content))
         return memory
+
+    async def update(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        expected_revision: int,
+        agent: str | None = None,
+        reason: str | None = None,
+    ) -> Memory:
+        """Correct a memory's words in place (re-embedded, re-indexed, re-projected); returns it at its new revision.
+        RevisionConflict, with both revisions, when it is not at `expected_revision` (revisions.py)."""
+        self._check_open()
+        return await self.revisions.update(
+            memory_id, content, expected_revision=expected_revision, agent=agent, reason=reason
+        )
+
+    async def supersede(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        expected_revision: int,
+        agent: str | None = None,
+        reason: str | None = None,
+    ) -> Memory:
+        """Replace a memory by a new one saying `content` (returned); the old one stays, superseded, out of recall."""
+        self._check_open()
+        return await self.revisions.supersede(
+            memory_id, content, expected_revision=expected_revision, agent=agent, reason=reason
+        )
+
+    async def history(self, memory_id: str) -> list[Revision]:
+        """Every earlier revision of a memory, oldest first: content, status, when, by which agent, why."""
+        self._check_open()
+        return await self.revisions.history(memory_id)
 
     async def read_turn(self, turn_id: str) -> LogRecord:
         """The turn exactly as it was logged, read back through its byte offset."""

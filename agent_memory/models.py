@@ -349,6 +349,22 @@ class OutboxItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Revision:
+    """An earlier revision of a memory: what it said (and its status) from `began_at` until the change at `ended_at`
+    that made the next revision, and who made that change and why."""
+
+    memory_id: MemoryId
+    revision: int
+    content: str
+    status: MemoryStatus
+    began_at: datetime
+    ended_at: datetime
+    change: str  # "update" (content changed in place) or "supersede" (a new memory replaced it)
+    agent: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Disagreement:
     store: str
     kind: str

@@ -28,6 +28,7 @@ EMPTY = {
     "IN_SESSION": 0,
     "EVOLVED_FROM": 0,
     "DREAM_LINK": 0,
+    "SUPERSEDES": 0,
 }
 AWKWARD_NAMES = ("Smith, John", 'the "Big" one', "O'Brien", "two\nlines", "back\\slash", ",", '"', "Zoë 東京")
 

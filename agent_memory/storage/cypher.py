@@ -15,6 +15,7 @@ REL_TABLES = {
     "IN_SESSION": "FROM Memory TO Session",
     "EVOLVED_FROM": "FROM Memory TO Memory",
     "DREAM_LINK": "FROM Memory TO Memory, weight DOUBLE, created_at TIMESTAMP",
+    "SUPERSEDES": "FROM Memory TO Memory",
 }
 CSV_HEADERS = {
     "Memory": ("id", "namespace", "type", "created_at"),
@@ -61,12 +62,14 @@ LINK_ATTACHED_MANY = "COPY RELATED_TO FROM (UNWIND $rows AS row RETURN row.src, 
 UNLINK_OWNED = {
     "DREAM_LINK": "MATCH (:Memory {id: $id})-[r:DREAM_LINK]->(:Memory) DELETE r",
     "EVOLVED_FROM": "MATCH (:Memory {id: $id})-[r:EVOLVED_FROM]->(:Memory) DELETE r",
+    "SUPERSEDES": "MATCH (:Memory {id: $id})-[r:SUPERSEDES]->(:Memory) DELETE r",
     "RELATED_TO": "MATCH (:Memory {id: $id})-[r:RELATED_TO]->(:Memory) WHERE r.attached IS NULL OR NOT r.attached DELETE r",
 }
 LINK_OWNED = {
     "DREAM_LINK": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) "
     "CREATE (a)-[:DREAM_LINK {weight: $weight, created_at: $at}]->(b)",
     "EVOLVED_FROM": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) CREATE (a)-[:EVOLVED_FROM]->(b)",
+    "SUPERSEDES": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) CREATE (a)-[:SUPERSEDES]->(b)",
     "RELATED_TO": "MATCH (a:Memory {id: $src}), (b:Memory {id: $dst}) "
     "CREATE (a)-[:RELATED_TO {weight: $weight, attached: false}]->(b)",
 }

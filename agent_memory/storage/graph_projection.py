@@ -73,6 +73,7 @@ def write_csvs(directory: Path, p: Projection) -> dict[str, Path]:
         "RELATED_TO": [(src, dst, str(ATTACHED_WEIGHT), "true") for src, dst in p.attached if dst in p.memories]
         + [(src, dst, str(w), "false") for src, dst, rel, w, _ in p.links if rel == "RELATED_TO" and dst in p.memories],
         "EVOLVED_FROM": [(src, dst) for src, dst, rel, _, _ in p.links if rel == "EVOLVED_FROM" and dst in p.memories],
+        "SUPERSEDES": [(src, dst) for src, dst, rel, _, _ in p.links if rel == "SUPERSEDES" and dst in p.memories],
         "DREAM_LINK": [
             (src, dst, str(w), at.isoformat(sep=" "))
             for src, dst, rel, w, at in p.links

@@ -33,6 +33,7 @@ from agent_memory.storage.private import make_private_file
 from agent_memory.storage.recall_records import RecallQueries
 from agent_memory.storage.recovery_records import RecoveryQueries, set_recovery_start
 from agent_memory.storage.retrieval_records import RetrievalQueries
+from agent_memory.storage.revision_records import RevisionQueries
 from agent_memory.storage.rows import (
     MEMORY_COLUMNS,
     ImageCommit,
@@ -61,6 +62,7 @@ class SqliteRecords(
     CompactionQueries,
     DigestQueries,
     RecoveryQueries,
+    RevisionQueries,
 ):
     def __init__(
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: Path | None = None

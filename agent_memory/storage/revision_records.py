@@ -1,0 +1,161 @@
+"""Revisions in SQLite: a change to a memory checks the revision the caller read, keeps the revision it replaces in
+`memory_revisions`, and queues the projections, all in one transaction (migration 0019). Mixed into
+`SqliteRecords` (records.py), which owns the connections; revisions.py is the component that uses it."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import aiosqlite
+
+from agent_memory.errors import MemoryNotCurrent, MemoryNotFound, RevisionConflict
+from agent_memory.models import Memory, MemoryId, MemoryStatus, Revision
+from agent_memory.storage.inserts import enqueue, insert_memory
+from agent_memory.storage.rows import dt, ts
+
+REVISION_COLUMNS = "memory_id, revision, content, status, began_at, ended_at, change, agent, reason"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """Who changes a memory, when and why, and the revision they read."""
+
+    memory_id: str
+    expected_revision: int
+    at: datetime
+    agent: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewText:
+    """A memory's new words with what is derived from them before the transaction: its vector and entities."""
+
+    content: str
+    embedding: bytes | None
+    embedding_model: str
+    entities: tuple[str, ...]
+
+
+class RevisionQueries:
+    if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
+
+        async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
+
+        def transaction(self, *, projected: bool = True) -> AbstractAsyncContextManager[Any]: ...
+
+    async def revise(self, change: Change, text: NewText) -> None:
+        """Change a memory's words in place: the revision it had is kept, its vector, entities and keywords are
+        replaced, and the projections are queued. Raises RevisionConflict (nothing changed) when the memory is not
+        at `change.expected_revision`."""
+        async with self.transaction() as db:
+            current = await _current(db, change)
+            await _keep_revision(db, change, current, "update")
+            await db.execute(
+                "UPDATE memories SET content = ?, keywords = '[]', embedding = ?, embedding_model = ?, "
+                "revision = revision + 1, revised_at = ? WHERE memory_id = ?",
+                (text.content, text.embedding, text.embedding_model, ts(change.at), change.memory_id),
+            )
+            await _set_entities(db, change.memory_id, text.entities)
+            await db.execute("INSERT OR IGNORE INTO pending_keywords (memory_id) VALUES (?)", (change.memory_id,))
+            await enqueue(db, change.memory_id, change.at)
+
+    async def replace(self, change: Change, new: Memory, text: NewText) -> None:
+        """Supersede a memory by `new`: the old one keeps its words, becomes `superseded` with `superseded_by`, and
+        a SUPERSEDES link goes from the new one to it. RevisionConflict as for `revise`."""
+        async with self.transaction() as db:
+            current = await _current(db, change)
+            await insert_memory(db, new, text.embedding, text.embedding_model)
+            await db.execute("INSERT OR IGNORE INTO pending_keywords (memory_id) VALUES (?)", (new.memory_id,))
+            await enqueue(db, new.memory_id, change.at)
+            await _keep_revision(db, change, current, "supersede")
+            await db.execute(
+                "UPDATE memories SET status = 'superseded', superseded_by = ?, revision = revision + 1, "
+                "revised_at = ? WHERE memory_id = ?",
+                (new.memory_id, ts(change.at), change.memory_id),
+            )
+            await db.execute(
+                "INSERT INTO memory_links (source_id, target_id, relation, weight, created_at, reason) "
+                "VALUES (?, ?, 'SUPERSEDES', 1, ?, ?)",
+                (new.memory_id, change.memory_id, ts(change.at), change.reason or ""),
+            )
+            await db.execute(
+                "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'payload')",
+                (change.memory_id, ts(change.at)),
+            )
+
+    async def revisions(self, memory_id: str) -> list[Revision]:
+        """Every earlier revision of the memory, oldest first; MemoryNotFound for an unknown id."""
+        rows = await self._fetch(
+            f"SELECT {REVISION_COLUMNS} FROM memory_revisions WHERE memory_id = ? ORDER BY revision", (memory_id,)
+        )
+        if not rows and not await self._fetch("SELECT 1 FROM memories WHERE memory_id = ?", (memory_id,)):
+            raise MemoryNotFound(memory_id)
+        return [_revision(r) for r in rows]
+
+    async def revision_counts(self, memory_ids: Sequence[str]) -> dict[str, int]:
+        """How many earlier revisions each of these memories has (absent: none)."""
+        marks = ",".join("?" * len(memory_ids))
+        rows = await self._fetch(
+            f"SELECT memory_id, count(*) FROM memory_revisions WHERE memory_id IN ({marks}) GROUP BY memory_id",
+            list(memory_ids),
+        )
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def supersede_chain(self, memory_id: str) -> list[MemoryId]:
+        """The memories this one was superseded or merged into, in order, up to the current one."""
+        rows = await self._fetch(
+            "WITH RECURSIVE chain(id, next, depth) AS (SELECT memory_id, superseded_by, 0 FROM memories "
+            "WHERE memory_id = ? UNION ALL SELECT m.memory_id, m.superseded_by, c.depth + 1 FROM chain c "
+            "JOIN memories m ON m.memory_id = c.next WHERE c.depth < 64) SELECT id FROM chain ORDER BY depth",
+            (memory_id,),
+        )
+        return [MemoryId(r[0]) for r in rows[1:]]
+
+
+async def _current(db: aiosqlite.Connection, change: Change) -> tuple[int, str, str, str]:
+    """The memory's (revision, content, status, began_at), read inside the change's transaction: the check and the
+    change are one step, so of concurrent changes naming the same revision exactly one wins."""
+    rows = list(
+        await db.execute_fetchall(
+            "SELECT revision, content, status, superseded_by, coalesce(revised_at, created_at) FROM memories "
+            "WHERE memory_id = ?",
+            (change.memory_id,),
+        )
+    )
+    if not rows:
+        raise MemoryNotFound(change.memory_id)
+    revision, content, status, replaced_by, began_at = rows[0]
+    if revision != change.expected_revision:
+        raise RevisionConflict(change.memory_id, change.expected_revision, int(revision))
+    if status != MemoryStatus.ACTIVE.value:
+        raise MemoryNotCurrent(change.memory_id, str(status), replaced_by)
+    return int(revision), str(content), str(status), str(began_at)
+
+
+async def _keep_revision(
+    db: aiosqlite.Connection, change: Change, current: tuple[int, str, str, str], kind: str
+) -> None:
+    revision, content, status, began_at = current
+    await db.execute(
+        f"INSERT INTO memory_revisions ({REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (change.memory_id, revision, content, status, began_at, ts(change.at), kind, change.agent, change.reason),
+    )
+
+
+async def _set_entities(db: aiosqlite.Connection, memory_id: str, entities: Sequence[str]) -> None:
+    await db.execute("DELETE FROM memory_entities WHERE memory_id = ?", (memory_id,))
+    await db.executemany(
+        "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)", [(memory_id, e) for e in entities]
+    )
+
+
+def _revision(r: sqlite3.Row | tuple[Any, ...]) -> Revision:
+    began, ended = dt(r[4]), dt(r[5])
+    assert began is not None and ended is not None
+    return Revision(MemoryId(r[0]), int(r[1]), r[2], MemoryStatus(r[3]), began, ended, r[6], r[7], r[8])

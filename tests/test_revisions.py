@@ -1,0 +1,123 @@
+"""Revisions (issue #20, part 1): update in place, supersede, history, and a stale revision refused with both numbers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agent_memory import MemoryManager
+from agent_memory.config import Config
+from agent_memory.embeddings.text import Embedder
+from agent_memory.errors import ContentTooLarge, InvalidInput, MemoryNotCurrent, MemoryNotFound, RevisionConflict
+from agent_memory.models import MemoryStatus
+
+
+async def remembered(manager: MemoryManager, text: str, turn: int = 0) -> str:
+    result = await manager.process_turn("s1", turn, text)
+    assert result.memory_id is not None
+    return result.memory_id
+
+
+async def found(manager: MemoryManager, query: str) -> list[str]:
+    return [r.memory.memory_id for r in await manager.retrieve(query, k=5)]
+
+
+async def test_update_changes_the_words_and_keeps_the_revision_it_replaced(manager: MemoryManager) -> None:
+    memory_id = await remembered(manager, "Ines lives in Lisbon, in a flat near the Alfama viewpoint.")
+    updated = await manager.update(
+        memory_id,
+        "Ines lives in Porto now, in a flat in Bonfim.",
+        expected_revision=1,
+        agent="agent-a",
+        reason="she moved",
+    )
+    assert (updated.revision, updated.content, updated.status) == (2, updated.content, MemoryStatus.ACTIVE)
+    assert "porto" in updated.entities and "lisbon" not in updated.entities
+    (earlier,) = await manager.history(memory_id)
+    assert (earlier.revision, earlier.change, earlier.agent, earlier.reason) == (1, "update", "agent-a", "she moved")
+    assert earlier.content.startswith("Ines lives in Lisbon") and earlier.ended_at >= earlier.began_at
+    assert memory_id in await found(manager, "Bonfim Porto flat")  # keyword and vector layers see the new words
+    await manager.flush()
+    memory = await manager.get(memory_id)
+    assert "bonfim" in memory.keywords and "lisbon" not in " ".join(memory.keywords)
+    assert (await manager.doctor()).consistent
+
+
+async def test_a_stale_revision_is_refused_with_both_numbers_and_changes_nothing(manager: MemoryManager) -> None:
+    memory_id = await remembered(manager, "The train to Porto leaves at 9:40 from Santa Apolonia.")
+    await manager.update(memory_id, "The train to Porto leaves at 10:10 from Oriente.", expected_revision=1)
+    with pytest.raises(RevisionConflict) as caught:
+        await manager.update(memory_id, "The train leaves at noon.", expected_revision=1)
+    assert (caught.value.memory_id, caught.value.expected, caught.value.current) == (memory_id, 1, 2)
+    assert "revision 2, not the expected revision 1" in str(caught.value) and memory_id in str(caught.value)
+    assert (await manager.get(memory_id)).content == "The train to Porto leaves at 10:10 from Oriente."
+    assert len(await manager.history(memory_id)) == 1
+
+
+async def test_of_concurrent_updates_naming_one_revision_exactly_one_wins(manager: MemoryManager) -> None:
+    memory_id = await remembered(manager, "The launch review is on Monday.")
+    attempts = [
+        manager.update(memory_id, f"The launch review moved to day {n}.", expected_revision=1, agent=f"agent-{n}")
+        for n in range(8)
+    ]
+    outcomes = await asyncio.gather(*attempts, return_exceptions=True)
+    won = [o for o in outcomes if not isinstance(o, BaseException)]
+    lost = [o for o in outcomes if isinstance(o, RevisionConflict)]
+    assert len(won) == 1 and len(lost) == 7, outcomes
+    assert all((e.expected, e.current) == (1, 2) for e in lost)
+    current = await manager.get(memory_id)
+    assert current.revision == 2 and current.content == won[0].content
+    assert [r.revision for r in await manager.history(memory_id)] == [1]
+
+
+async def test_supersede_keeps_the_old_memory_out_of_recall(manager: MemoryManager) -> None:
+    old_id = await remembered(manager, "My booking code for the Kyoto ryokan is QX7731.")
+    new = await manager.supersede(
+        old_id, "The Kyoto ryokan booking was moved: the new code is ZR5520.", expected_revision=1, reason="rebooked"
+    )
+    old = await manager.get(old_id)
+    assert (old.status, old.superseded_by, old.revision) == (MemoryStatus.SUPERSEDED, new.memory_id, 2)
+    assert old.content.endswith("QX7731.")  # a superseded memory keeps its words: history and lineage need them
+    assert (new.status, new.revision, new.session_id) == (MemoryStatus.ACTIVE, 1, "s1")
+    assert [r.change for r in await manager.history(old_id)] == ["supersede"]
+    assert await manager.revisions.lineage(old_id) == [new.memory_id]
+    for query in ("QX7731", "booking code for the Kyoto ryokan", "ryokan code"):  # grep, keyword, vector
+        hits = await found(manager, query)
+        assert old_id not in hits, (query, hits)
+    assert new.memory_id in await found(manager, "Kyoto ryokan booking code")
+    await manager.flush()
+    assert (await manager.stats())["graph"]["SUPERSEDES"] == 1
+    with pytest.raises(MemoryNotCurrent, match="superseded"):
+        await manager.update(old_id, "anything", expected_revision=2)
+    assert (await manager.doctor()).consistent
+
+
+async def test_bad_changes_are_typed_errors(manager: MemoryManager, config: Config) -> None:
+    memory_id = await remembered(manager, "Biscuit the dog is allergic to chicken.")
+    with pytest.raises(MemoryNotFound):
+        await manager.update("no-such-memory", "text", expected_revision=1)
+    with pytest.raises(MemoryNotFound):
+        await manager.history("no-such-memory")
+    for bad in (0, -1, True, "1", 2**63):
+        with pytest.raises(InvalidInput, match="expected_revision"):
+            await manager.update(memory_id, "text", expected_revision=bad)  # type: ignore[arg-type]
+    with pytest.raises(ContentTooLarge):
+        await manager.update(memory_id, "x" * (config.max_content_bytes + 1), expected_revision=1)
+    with pytest.raises(InvalidInput, match="reason"):
+        await manager.update(memory_id, "text", expected_revision=1, reason="x" * 500)
+    assert (await manager.get(memory_id)).revision == 1 and await manager.history(memory_id) == []
+
+
+async def test_revisions_survive_a_reopen_and_a_graph_rebuild(config: Config, embedder: Embedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        old_id = await remembered(manager, "Tom works at the harbour office in Setubal.")
+        new = await manager.supersede(old_id, "Tom now works at the port authority in Sines.", expected_revision=1)
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        assert [r.revision for r in await manager.history(old_id)] == [1]
+        assert (await manager.get(old_id)).superseded_by == new.memory_id
+        await manager.doctor(repair=False)
+        await manager.graph.rebuild(await manager.records.all_graph_memories())
+        await manager.projector.recount()
+        assert (await manager.stats())["graph"]["SUPERSEDES"] == 1
+        assert (await manager.doctor()).consistent

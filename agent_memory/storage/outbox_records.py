@@ -62,8 +62,7 @@ class OutboxQueries:
         """Whether a memory exists that no pending outbox row still has to project: one a projection must hold.
         (A projection that is empty while every memory still waits in the outbox was not lost; it lags.)"""
         rows = await self._fetch(
-            "SELECT 1 FROM memories WHERE memory_id NOT IN (SELECT memory_id FROM outbox WHERE done_at IS NULL) "
-            "LIMIT 1"
+            "SELECT 1 FROM memories WHERE memory_id NOT IN (SELECT memory_id FROM outbox WHERE done_at IS NULL) LIMIT 1"
         )
         return bool(rows)
 

@@ -188,8 +188,9 @@ def _error_shaped(response: httpx.Response) -> bool:
     error = body.get("error") if isinstance(body, dict) and set(body) == {"error"} else None
     return (
         isinstance(error, dict)
-        and set(error) == {"code", "message"}
-        and all(isinstance(v, str) and v for v in error.values())
+        and {"code", "message"} <= set(error) <= {"code", "message", "details"}
+        and all(isinstance(error[k], str) and error[k] for k in ("code", "message"))
+        and isinstance(error.get("details", {}), dict)
     )
 
 

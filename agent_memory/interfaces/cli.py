@@ -22,7 +22,7 @@ from agent_memory.errors import AgentMemoryError, InvalidInput
 from agent_memory.interfaces.cli_parser import build_parser
 from agent_memory.interfaces.routing import open_store
 from agent_memory.manager import MemoryManager
-from agent_memory.models import JobRun, RetrievalResult, TurnInput, utc_now
+from agent_memory.models import JobRun, Memory, RetrievalResult, TurnInput, utc_now
 from agent_memory.storage.private import PRIVATE_UMASK
 from agent_memory.validation import check_turn
 
@@ -281,6 +281,67 @@ def _run_line(run: JobRun) -> str:
     return f"#{run.run_id} {run.job} {run.status} at {run.started_at.isoformat()} ({took}): {what}"
 
 
+async def cmd_get(config: Config, args: argparse.Namespace) -> int:
+    async with open_store(config) as store:
+        memory = await store.get(args.memory_id)
+        earlier = await store.history(args.memory_id)
+    print(
+        json.dumps(_memory_dict(memory, len(earlier)), indent=2) if args.json else _memory_lines(memory, len(earlier))
+    )
+    return 0
+
+
+async def cmd_history(config: Config, args: argparse.Namespace) -> int:
+    async with open_store(config) as store:
+        memory = await store.get(args.memory_id)
+        earlier = await store.history(args.memory_id)
+    if args.json:
+        print(json.dumps([_jsonable(asdict(r)) for r in earlier], indent=2))
+        return 0
+    for r in earlier:
+        who = f" by {r.agent}" if r.agent else ""
+        why = f" ({r.reason})" if r.reason else ""
+        print(
+            f"revision {r.revision} [{r.status.value}] {r.began_at:%Y-%m-%d %H:%M} - {r.ended_at:%Y-%m-%d %H:%M}, "
+            f"ended by {r.change}{who}{why}: {r.content}"
+        )
+    print(f"revision {memory.revision} [{memory.status.value}] now: {memory.content}")
+    return 0
+
+
+async def cmd_change(config: Config, args: argparse.Namespace) -> int:
+    """update and supersede: both name the revision read, and print the memory the change leaves current."""
+    async with open_store(config) as store:
+        change = store.update if args.command == "update" else store.supersede
+        memory = await change(
+            args.memory_id, args.text, expected_revision=args.expected_revision, agent=args.agent, reason=args.reason
+        )
+        earlier = await store.history(memory.memory_id)
+    print(
+        json.dumps(_memory_dict(memory, len(earlier)), indent=2) if args.json else _memory_lines(memory, len(earlier))
+    )
+    return 0
+
+
+def _memory_dict(memory: Memory, history: int) -> dict[str, Any]:
+    return {**_jsonable(asdict(memory)), "history_length": history}
+
+
+def _memory_lines(memory: Memory, history: int) -> str:
+    replaced = f", superseded by {memory.superseded_by}" if memory.superseded_by else ""
+    return (
+        f"{memory.memory_id} revision {memory.revision} [{memory.status.value}{replaced}], "
+        f"{history} earlier revision(s)\n{memory.content}"
+    )
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    shown: dict[str, Any] = json.loads(
+        json.dumps(data, default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v))
+    )
+    return shown
+
+
 async def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     from agent_memory.interfaces.serve import serve
 
@@ -307,6 +368,10 @@ COMMANDS = {
     "digest": cmd_job,
     "export": cmd_job,
     "jobs": cmd_jobs,
+    "get": cmd_get,
+    "history": cmd_history,
+    "update": cmd_change,
+    "supersede": cmd_change,
     "serve": cmd_serve,
 }
 

@@ -100,6 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("what", choices=["policy"])
     export.add_argument("--out", type=_output_file, required=True)
     export.add_argument("--all", action="store_true", help="include decisions not labelled yet")
+    get = commands.add_parser("get", help="one memory: its revision, status, what replaced it, its history length")
+    get.add_argument("memory_id")
+    get.add_argument("--json", action="store_true")
+    history = commands.add_parser("history", help="every earlier revision of a memory (docs/corrections.md)")
+    history.add_argument("memory_id")
+    history.add_argument("--json", action="store_true")
+    for name, what in (
+        ("update", "correct a memory's words in place"),
+        ("supersede", "replace a memory by a new one; the old one stays, superseded"),
+    ):
+        change = commands.add_parser(name, help=what)
+        change.add_argument("memory_id")
+        change.add_argument("text")
+        change.add_argument(
+            "--expected-revision",
+            type=_positive,
+            required=True,
+            help="the revision you read (get); a stale one is refused",
+        )
+        change.add_argument("--agent", help="who makes the change (kept in the history)")
+        change.add_argument("--reason", help="why (kept in the history)")
+        change.add_argument("--json", action="store_true")
     jobs = commands.add_parser("jobs", help="the latest sleep job runs and their reports")
     jobs.add_argument("--job", help="only this job")
     jobs.add_argument("--limit", type=_positive, default=20)

@@ -36,6 +36,7 @@ from agent_memory.errors import (
     InvalidInput,
     ModelError,
     NotFound,
+    RevisionConflict,
     StorageError,
 )
 from agent_memory.interfaces.discovery import live_daemon
@@ -47,6 +48,7 @@ from agent_memory.models import (
     JobRun,
     Memory,
     RetrievalResult,
+    Revision,
     TurnInput,
 )
 
@@ -64,6 +66,7 @@ ERROR_CLASSES: dict[str, type[AgentMemoryError]] = {
     "invalid_identifier": InvalidInput,
     "invalid_image": InvalidInput,
     "duplicate_turn": InvalidInput,
+    "not_current": InvalidInput,
     "malformed_json": InvalidInput,
     "invalid_request": InvalidInput,
     "not_found": NotFound,
@@ -156,6 +159,36 @@ class DaemonClient:
     async def get(self, memory_id: str) -> Memory:
         return self._decode(_MEMORY, await self._call("GET", f"/v1/memories/{quote(memory_id, safe='')}"))
 
+    async def update(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        expected_revision: int,
+        agent: str | None = None,
+        reason: str | None = None,
+    ) -> Memory:
+        body = {"content": content, "expected_revision": expected_revision, "agent": agent, "reason": reason}
+        path = f"/v1/memories/{quote(memory_id, safe='')}/update"
+        return self._decode(_MEMORY, await self._call("POST", path, json=body))
+
+    async def supersede(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        expected_revision: int,
+        agent: str | None = None,
+        reason: str | None = None,
+    ) -> Memory:
+        body = {"content": content, "expected_revision": expected_revision, "agent": agent, "reason": reason}
+        path = f"/v1/memories/{quote(memory_id, safe='')}/supersede"
+        return self._decode(_MEMORY, await self._call("POST", path, json=body))
+
+    async def history(self, memory_id: str) -> list[Revision]:
+        path = f"/v1/memories/{quote(memory_id, safe='')}/history"
+        return self._decode(_REVISIONS, await self._call("GET", path))
+
     async def stats(self) -> dict[str, Any]:
         return self._decode(_STATS, await self._call("GET", "/v1/stats"))
 
@@ -213,6 +246,9 @@ class DaemonClient:
             code, message = str(error["code"]), str(error["message"])
         except (ValueError, KeyError, TypeError):
             return self._unexpected(response)
+        details = error.get("details") or {}
+        if code == "revision_conflict" and {"memory_id", "expected", "current"} <= set(details):
+            return RevisionConflict(str(details["memory_id"]), int(details["expected"]), int(details["current"]))
         cls = ERROR_CLASSES.get(code)
         if cls is None:
             return DaemonError(f"The daemon at {self.url} answered {code}: {message}", url=self.url, code=code)
@@ -343,6 +379,7 @@ _RECEIPTS = TypeAdapter(list[TurnReceipt])
 _RESULTS = TypeAdapter(list[RetrievalResult])
 _CONTEXT = TypeAdapter(Context)
 _MEMORY = TypeAdapter(Memory)
+_REVISIONS = TypeAdapter(list[Revision])
 _STATS = TypeAdapter(dict[str, Any])
 _RUN = TypeAdapter(JobRun)
 _RUNS = TypeAdapter(list[JobRun])

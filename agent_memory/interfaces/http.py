@@ -37,11 +37,14 @@ from agent_memory.errors import (
     InvalidIdentifier,
     InvalidImage,
     InvalidInput,
+    MemoryNotCurrent,
     ModelError,
     NotFound,
+    RevisionConflict,
     StorageError,
 )
 from agent_memory.interfaces.http_guard import UNAUTHORIZED, CatchAll, RequestGuard, error_body, errors
+from agent_memory.interfaces.http_revisions import revision_routes
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, Role, TurnInput, TurnResult
 from agent_memory.policy.export import policy_lines
@@ -65,6 +68,8 @@ ERRORS: dict[type[Exception], tuple[int, str]] = {
     InvalidIdentifier: (400, "invalid_identifier"),
     InvalidImage: (400, "invalid_image"),
     DuplicateTurn: (409, "duplicate_turn"),
+    RevisionConflict: (409, "revision_conflict"),
+    MemoryNotCurrent: (409, "not_current"),
     NotFound: (404, "not_found"),
     ClosedError: (503, "closed"),
     StorageError: (500, "storage_error"),
@@ -92,7 +97,13 @@ def error_response(exc: Exception) -> JSONResponse:
     if code == "internal_error":
         log.error("internal error answering a request", exc_info=exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(error_body(code, str(exc) or type(exc).__name__), status_code=status, headers=headers)
+    details = (
+        {"memory_id": exc.memory_id, "expected": exc.expected, "current": exc.current}
+        if isinstance(exc, RevisionConflict)
+        else None
+    )
+    body = error_body(code, str(exc) or type(exc).__name__, details)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 # ----- request bodies ---------------------------------------------------------------------------------
@@ -245,6 +256,7 @@ def create_app(
     bearer = [Depends(BearerToken(token))]  # the guard checked it already; this declares it in the schema
     app.include_router(_routes(manager, scheduler), dependencies=bearer, responses=errors(401, 408, 413, 500, 503))
     app.include_router(_streams(manager), dependencies=bearer)
+    app.include_router(revision_routes(manager), dependencies=bearer, responses=errors(401, 408, 413, 500, 503))
     return app
 
 

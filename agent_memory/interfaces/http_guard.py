@@ -30,16 +30,20 @@ GUARD_CODES = {401: "unauthorized", 408: "body_timeout", 413: "body_too_large"}
 UNAUTHORIZED = "A valid bearer token is required (Authorization: Bearer <data_dir/api_token>)"
 
 
-def error_body(code: str, message: str) -> dict[str, Any]:
-    """The one error shape. A lone surrogate in the message (a client's value quoted back) is escaped: the body is
-    UTF-8 and could not hold it."""
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The one error shape; `details` only where an error has fields a client acts on (a revision conflict's two
+    revisions). A lone surrogate in the message (a client's value quoted back) is escaped: the body is UTF-8 and
+    could not hold it."""
     shown = message.encode("utf-8", "backslashreplace").decode("utf-8")
-    return {"error": {"code": code, "message": shown}}
+    error: dict[str, Any] = {"code": code, "message": shown}
+    return {"error": error | {"details": details}} if details else {"error": error}
 
 
 class ErrorDetail(BaseModel):
     code: str
     message: str
+    details: dict[str, Any] | None = None
+    """Only on some errors: revision_conflict has {memory_id, expected, current}."""
 
 
 class ErrorBody(BaseModel):
@@ -53,7 +57,8 @@ WHY = {
     401: "No bearer token, or not this daemon's (unauthorized)",
     404: "No such memory, or no such route (not_found)",
     408: "The body did not all arrive within serve.body_timeout (body_timeout)",
-    409: "This turn was already processed (duplicate_turn)",
+    409: "This turn was already processed (duplicate_turn), or the memory changed since it was read "
+    "(revision_conflict, with details.expected and details.current) or was replaced (not_current)",
     413: "The body is over serve.max_body_bytes (body_too_large)",
     422: "JSON of the wrong shape, or a value out of range (invalid_request)",
     500: "An engine or model failed, or an unexpected error (storage_error, model_error, internal_error)",

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from agent_memory.config import Config
 from agent_memory.interfaces.client import find_daemon
 from agent_memory.manager import MemoryManager
-from agent_memory.models import Context, DoctorReport, JobRun, RetrievalResult, TurnInput
+from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, Revision, TurnInput
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,30 @@ class Store(Protocol):
 
     async def doctor(self, *, repair: bool = False) -> DoctorReport: ...
 
+    async def get(self, memory_id: str) -> Memory: ...
+
+    async def update(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        expected_revision: int,
+        agent: str | None = None,
+        reason: str | None = None,
+    ) -> Memory: ...
+
+    async def supersede(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        expected_revision: int,
+        agent: str | None = None,
+        reason: str | None = None,
+    ) -> Memory: ...
+
+    async def history(self, memory_id: str) -> list[Revision]: ...
+
 
 class LocalStore:
     """The store opened in this process: the manager, plus the sleep jobs and their history."""
@@ -76,6 +100,38 @@ class LocalStore:
 
     async def doctor(self, *, repair: bool = False) -> DoctorReport:
         return await self.manager.doctor(repair=repair)
+
+    async def get(self, memory_id: str) -> Memory:
+        return await self.manager.get(memory_id)
+
+    async def update(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        expected_revision: int,
+        agent: str | None = None,
+        reason: str | None = None,
+    ) -> Memory:
+        return await self.manager.update(
+            memory_id, content, expected_revision=expected_revision, agent=agent, reason=reason
+        )
+
+    async def supersede(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        expected_revision: int,
+        agent: str | None = None,
+        reason: str | None = None,
+    ) -> Memory:
+        return await self.manager.supersede(
+            memory_id, content, expected_revision=expected_revision, agent=agent, reason=reason
+        )
+
+    async def history(self, memory_id: str) -> list[Revision]:
+        return await self.manager.history(memory_id)
 
 
 @asynccontextmanager

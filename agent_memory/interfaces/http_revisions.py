@@ -1,0 +1,57 @@
+"""The HTTP routes of revisions (issue #20): update a memory in place, supersede it, read its history. A change
+names the revision it read; a stale one is 409 `revision_conflict` with `details: {memory_id, expected, current}`,
+and a change to a superseded or merged memory is 409 `not_current`. Included by `create_app` (http.py)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, cast
+
+from fastapi import APIRouter
+from fastapi.encoders import jsonable_encoder
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.interfaces.http_guard import errors
+from agent_memory.manager import MemoryManager
+from agent_memory.models import Memory
+from agent_memory.revisions import LABEL_MAX, MAX_REVISION
+
+
+class ChangeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    content: str
+    expected_revision: int = Field(ge=1, le=MAX_REVISION, description="the revision the caller read (get, history)")
+    agent: str | None = Field(default=None, max_length=LABEL_MAX)
+    reason: str | None = Field(default=None, max_length=LABEL_MAX)
+
+
+def _memory(memory: Memory) -> dict[str, Any]:
+    return cast(dict[str, Any], jsonable_encoder(asdict(memory)))
+
+
+def revision_routes(manager: MemoryManager) -> APIRouter:
+    v1 = APIRouter(prefix="/v1")
+
+    @v1.post("/memories/{memory_id}/update", responses=errors(400, 404, 409, 422))
+    async def update(memory_id: str, body: ChangeBody) -> dict[str, Any]:
+        """Change the memory's words in place; the answer is the memory at its new revision."""
+        changed = await manager.update(
+            memory_id, body.content, expected_revision=body.expected_revision, agent=body.agent, reason=body.reason
+        )
+        return _memory(changed)
+
+    @v1.post("/memories/{memory_id}/supersede", responses=errors(400, 404, 409, 422))
+    async def supersede(memory_id: str, body: ChangeBody) -> dict[str, Any]:
+        """Replace the memory by a new one saying `content`; the answer is the new memory."""
+        new = await manager.supersede(
+            memory_id, body.content, expected_revision=body.expected_revision, agent=body.agent, reason=body.reason
+        )
+        return _memory(new)
+
+    @v1.get("/memories/{memory_id}/history", responses=errors(404, 422))
+    async def history(memory_id: str) -> list[dict[str, Any]]:
+        """Every earlier revision of the memory, oldest first."""
+        return [cast(dict[str, Any], jsonable_encoder(asdict(r))) for r in await manager.history(memory_id)]
+
+    return v1

@@ -42,6 +42,7 @@ START_TIMEOUT, STOP_TIMEOUT = 300.0, 300.0  # seconds: the daemon loads its mode
 CLI = [sys.executable, "-m", "agent_memory.interfaces.cli"]
 TURN, BULK, RETRIEVE = "POST /v1/turns", "POST /v1/turns/bulk", "POST /v1/retrieve"
 CONTEXT, STATS, MEMORY = "POST /v1/context", "GET /v1/stats", "GET /v1/memories/{id}"
+UPDATE = "POST /v1/memories/{id}/update"
 TurnKey = tuple[str, str, int]
 
 
@@ -200,6 +201,7 @@ class LoadClient:
         self.turn_number = 0
         self.acks: list[Ack] = []
         self.memory_ids: list[str] = []
+        self.revised: dict[str, tuple[int, str]] = {}  # memory id -> (revision, content hash) its last update left
 
     async def call(self, route: str, method: str, url: str, body: Any = None) -> Any:
         """The answer's JSON when it is 2xx, else None (recorded either way)."""
@@ -254,6 +256,17 @@ class LoadClient:
             return await self.turn()  # nothing to read yet: the request stays a valid one
         await self.call(MEMORY, "GET", f"/v1/memories/{self.rng.choice(self.memory_ids)}")
 
+    async def update(self) -> None:
+        """Correct one of this client's memories, naming the revision it last saw (no other client touches it)."""
+        if not self.memory_ids:
+            return await self.turn()
+        memory_id = self.rng.choice(self.memory_ids)
+        revision = self.revised.get(memory_id, (1, ""))[0]
+        content = sentence(self.rng)
+        body = {"content": content, "expected_revision": revision, "agent": self.namespace}
+        if (answer := await self.call(UPDATE, "POST", f"/v1/memories/{memory_id}/update", body)) is not None:
+            self.revised[memory_id] = (int(answer["revision"]), content_hash(content))
+
     async def run(self, deadline: float) -> None:
         names = list(MIX)
         weights = [MIX[name][0] for name in names]
@@ -261,9 +274,10 @@ class LoadClient:
             await MIX[self.rng.choices(names, weights)[0]][1](self)
 
 
-# The request mix: one entry per kind of request, (weight, action). Facts and revision updates join as one each.
+# The request mix: one entry per kind of request, (weight, action). Facts join as one entry.
 MIX: dict[str, tuple[float, Callable[[LoadClient], Awaitable[None]]]] = {
-    "turn": (0.35, LoadClient.turn),
+    "turn": (0.30, LoadClient.turn),
+    "update": (0.05, LoadClient.update),
     "bulk": (0.15, LoadClient.bulk),
     "retrieve": (0.20, LoadClient.retrieve),
     "context": (0.12, LoadClient.context),
@@ -353,8 +367,19 @@ async def run_load(
     report.doctor_exit, report.divergent = await run_doctor(data_dir)
     config = load_config(environ={}, data_dir=str(data_dir))
     async with MemoryManager.open(config, embedder=embedder or make_embedder(config)) as manager:
-        report.lost = await check_acks(manager, acks)
+        report.lost = await check_acks(manager, acks) + await check_updates(manager, load)
     return report
+
+
+async def check_updates(manager: MemoryManager, clients: Sequence[LoadClient]) -> list[str]:
+    """Every acknowledged update stands: the memory is at the revision it answered, with the words it was sent."""
+    lost = []
+    for client in clients:
+        for memory_id, (revision, digest) in client.revised.items():
+            memory = await manager.records.find_memory(memory_id)
+            if memory is None or (memory.revision, content_hash(memory.content)) != (revision, digest):
+                lost.append(f"update of {memory_id} to revision {revision}: not what the store holds")
+    return lost
 
 
 def render(report: LoadReport) -> list[str]:

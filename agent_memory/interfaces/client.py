@@ -168,9 +168,8 @@ class DaemonClient:
         agent: str | None = None,
         reason: str | None = None,
     ) -> Memory:
-        body = {"content": content, "expected_revision": expected_revision, "agent": agent, "reason": reason}
-        path = f"/v1/memories/{quote(memory_id, safe='')}/update"
-        return self._decode(_MEMORY, await self._call("POST", path, json=body))
+        """POST /v1/memories/{id}/update: the memory at its new revision; RevisionConflict when it moved on."""
+        return await self._change("update", memory_id, content, expected_revision, agent, reason)
 
     async def supersede(
         self,
@@ -181,8 +180,14 @@ class DaemonClient:
         agent: str | None = None,
         reason: str | None = None,
     ) -> Memory:
-        body = {"content": content, "expected_revision": expected_revision, "agent": agent, "reason": reason}
-        path = f"/v1/memories/{quote(memory_id, safe='')}/supersede"
+        """POST /v1/memories/{id}/supersede: the memory that replaces it."""
+        return await self._change("supersede", memory_id, content, expected_revision, agent, reason)
+
+    async def _change(
+        self, kind: str, memory_id: str, content: str, expected: int, agent: str | None, reason: str | None
+    ) -> Memory:
+        body = {"content": content, "expected_revision": expected, "agent": agent, "reason": reason}
+        path = f"/v1/memories/{quote(memory_id, safe='')}/{kind}"
         return self._decode(_MEMORY, await self._call("POST", path, json=body))
 
     async def history(self, memory_id: str) -> list[Revision]:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
 
@@ -33,7 +33,7 @@ from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import ModelError, StorageError
-from agent_memory.models import EmotionalContext, GraphStep, Memory, VectorHit
+from agent_memory.models import EmotionalContext, GraphStep, Memory, MemoryStatus, Revision, VectorHit
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.grep import RipgrepJournalSearch
 from agent_memory.storage.outbox import IMAGE, TEXT
@@ -105,6 +105,8 @@ class Recall:
             )
             config = self.config.retrieval
             weights = layer_weights(config)
+            if query.as_of is not None:  # what was current then, superseded since, is weighed beside the rest
+                rankings = await self._with_superseded(rankings, query, embedded)
             if query.as_of is not None:  # what was not known then neither ranks nor seeds the walk
                 hit_ids = [i for hits in rankings.values() for i, _ in hits]
                 known = {i for i, m in (await rows.read(hit_ids)).items() if _known(m, query.as_of)}
@@ -116,7 +118,9 @@ class Recall:
             steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace, rows))
             memories = await rows.read(())
             if query.as_of is not None:
-                memories = {i: m for i, m in memories.items() if _known(m, query.as_of)}
+                memories = await self._as_it_was(
+                    {i: m for i, m in memories.items() if _known(m, query.as_of)}, query.as_of
+                )
         finally:
             rows.cancel()
         signals = Signals(query.now, query.mood, window, prefers_assistant(query.text))
@@ -128,6 +132,28 @@ class Recall:
         best = semantic[0][1] if semantic else (0.0 if searched else None)
         keywords = tuple(query_words(parsed.remainder or query.text))
         return Recalled(ranked, parsed, window, timings, best, keywords, embedded.get("text"))
+
+    async def _with_superseded(
+        self, rankings: dict[str, Hits], query: Query, embedded: Mapping[str, np.ndarray]
+    ) -> dict[str, Hits]:
+        """The semantic layer as of `query.as_of`: the memories superseded since, scored against the query as the
+        vectors score the active ones, and merged into its ranking (grep finds their turns already)."""
+        vector = embedded.get("text")
+        if vector is None or query.as_of is None or self.config.retrieval.semantic_weight <= 0:
+            return rankings
+        stored = await self.records.superseded_after(query.namespace, query.as_of, limit=TIME_LAYER_SCAN)
+        if not stored:
+            return rankings
+        limit = query.limit or self.config.retrieval.candidate_limit
+        extra = await _time_layer(vector, _ready([(i, blob) for i, blob in stored]), limit)
+        merged = sorted([*rankings.get("semantic", []), *extra], key=lambda hit: -hit[1])[:limit]
+        return {**rankings, "semantic": merged}
+
+    async def _as_it_was(self, memories: dict[str, Memory], as_of: datetime) -> dict[str, Memory]:
+        """Each memory as it was at `as_of`: a memory changed since shows the revision current then (its words, its
+        status: one superseded later was active), so ranking weighs what was known at that time."""
+        earlier = await self.records.revisions_at(list(memories), as_of)
+        return {i: _at_revision(m, earlier[i]) if i in earlier else m for i, m in memories.items()}
 
     async def _layers(
         self,
@@ -365,6 +391,21 @@ async def _time_layer(vector: np.ndarray, inside: Awaitable[list[tuple[str, byte
 
 def _known(memory: Memory, as_of: datetime) -> bool:
     return memory.created_at <= as_of and memory.event_at <= as_of
+
+
+def _at_revision(memory: Memory, revision: Revision) -> Memory:
+    active = revision.status is MemoryStatus.ACTIVE
+    return replace(
+        memory,
+        content=revision.content,
+        status=revision.status,
+        revision=revision.revision,
+        superseded_by=None if active else memory.superseded_by,
+    )
+
+
+async def _ready(value: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
+    return value
 
 
 async def _timed(timings: dict[str, float], name: str, job: Awaitable[T]) -> T:

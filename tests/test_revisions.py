@@ -10,7 +10,7 @@ from agent_memory import MemoryManager
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.errors import ContentTooLarge, InvalidInput, MemoryNotCurrent, MemoryNotFound, RevisionConflict
-from agent_memory.models import MemoryStatus
+from agent_memory.models import MemoryStatus, utc_now
 
 
 async def remembered(manager: MemoryManager, text: str, turn: int = 0) -> str:
@@ -121,3 +121,32 @@ async def test_revisions_survive_a_reopen_and_a_graph_rebuild(config: Config, em
         await manager.projector.recount()
         assert (await manager.stats())["graph"]["SUPERSEDES"] == 1
         assert (await manager.doctor()).consistent
+
+
+async def test_as_of_before_a_change_sees_what_was_current_then(manager: MemoryManager) -> None:
+    old_id = await remembered(manager, "My booking code for the Kyoto ryokan is QX7731.")
+    edited = await remembered(manager, "The garden budget for spring is 400 euros.", turn=1)
+    await asyncio.sleep(0.01)
+    before = utc_now()
+    await asyncio.sleep(0.01)
+    new = await manager.supersede(
+        old_id, "The Kyoto ryokan booking was moved: the code is ZR5520.", expected_revision=1
+    )
+    await manager.update(edited, "The garden budget for spring is 650 euros.", expected_revision=1)
+    after = utc_now()
+
+    then = await manager.retrieve("Kyoto ryokan booking code", k=5, as_of=before)
+    assert old_id in [r.memory.memory_id for r in then] and new.memory_id not in [r.memory.memory_id for r in then]
+    shown = next(r.memory for r in then if r.memory.memory_id == old_id)
+    assert shown.status is MemoryStatus.ACTIVE and shown.revision == 1 and shown.superseded_by is None
+    now = [r.memory.memory_id for r in await manager.retrieve("Kyoto ryokan booking code", k=5, as_of=after)]
+    assert new.memory_id in now and old_id not in now
+    assert old_id not in [r.memory.memory_id for r in await manager.retrieve("Kyoto ryokan booking code", k=5)]
+
+    budget_then = {r.memory.memory_id: r.memory for r in await manager.retrieve("garden budget", k=5, as_of=before)}
+    assert (
+        budget_then[edited].content == "The garden budget for spring is 400 euros."
+        and budget_then[edited].revision == 1
+    )
+    budget_now = {r.memory.memory_id: r.memory for r in await manager.retrieve("garden budget", k=5)}
+    assert budget_now[edited].content.endswith("650 euros.") and budget_now[edited].revision == 2

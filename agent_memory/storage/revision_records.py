@@ -98,6 +98,31 @@ class RevisionQueries:
             raise MemoryNotFound(memory_id)
         return [_revision(r) for r in rows]
 
+    async def revisions_at(self, memory_ids: Sequence[str], at: datetime) -> dict[str, Revision]:
+        """For each of these memories changed after `at`, the earlier revision that was current at `at`."""
+        found: dict[str, Revision] = {}
+        ids = list(dict.fromkeys(memory_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetch(
+                f"SELECT {REVISION_COLUMNS} FROM memory_revisions WHERE memory_id IN ({marks}) "
+                "AND began_at <= ? AND ended_at > ?",
+                [*chunk, ts(at), ts(at)],
+            )
+            found |= {str(r[0]): _revision(r) for r in rows}
+        return found
+
+    async def superseded_after(self, namespace: str, at: datetime, *, limit: int) -> list[tuple[str, bytes]]:
+        """Memories made by `at` and superseded after it, most recently superseded first, with their vectors: what
+        a search as of `at` must weigh beside the active ones."""
+        rows = await self._fetch(
+            "SELECT memory_id, embedding FROM memories WHERE namespace = ? AND status = 'superseded' "
+            "AND revised_at > ? AND created_at <= ? AND embedding IS NOT NULL ORDER BY revised_at DESC LIMIT ?",
+            (namespace, ts(at), ts(at), limit),
+        )
+        return [(str(r[0]), bytes(r[1])) for r in rows]
+
     async def revision_counts(self, memory_ids: Sequence[str]) -> dict[str, int]:
         """How many earlier revisions each of these memories has (absent: none)."""
         marks = ",".join("?" * len(memory_ids))

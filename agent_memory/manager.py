@@ -389,6 +389,19 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             memory_id, content, expected_revision=expected_revision, agent=agent, reason=reason
         )
 
+    async def forget(
+        self, memory_id: str, *, expected_revision: int, agent: str | None = None, reason: str | None = None
+    ) -> Memory:
+        """Take a memory out of every recall path (keyword, vectors, grep, graph walk, time layer); the log keeps
+        every word. Reversible with `restore`. RevisionConflict when it is not at `expected_revision`."""
+        self._check_open()
+        return await self.revisions.forget(memory_id, expected_revision=expected_revision, agent=agent, reason=reason)
+
+    async def restore(self, memory_id: str, *, agent: str | None = None, reason: str | None = None) -> Memory:
+        """Bring a forgotten memory back into recall."""
+        self._check_open()
+        return await self.revisions.restore(memory_id, agent=agent, reason=reason)
+
     async def history(self, memory_id: str) -> list[Revision]:
         """Every earlier revision of a memory, oldest first: content, status, when, by which agent, why."""
         self._check_open()

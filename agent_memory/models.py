@@ -55,6 +55,7 @@ class MemoryStatus(enum.StrEnum):
     SUPERSEDED = "superseded"
     MERGED = "merged"
     ERASED = "erased"
+    FORGOTTEN = "forgotten"
 
 
 class Media(enum.StrEnum):

@@ -1,6 +1,7 @@
 """Revisions: correcting a memory in place (`update`) or by a new one (`supersede`), and the history of both.
 
-Every change names the revision it read (`expected_revision`). The check and the change are one SQLite
+`forget` takes a memory out of recall (its status `forgotten`; the log and its words stay) and `restore` brings it
+back; both are revisions too. Every change but `restore` names the revision it read (`expected_revision`). The check and the change are one SQLite
 transaction (storage/revision_records.py), so of N concurrent changes naming the same revision exactly one wins
 and the others get RevisionConflict with both numbers, having changed nothing. The revision a change replaces is
 kept with who changed it, when and why (`history`). An update re-embeds the new words before the transaction and
@@ -89,6 +90,20 @@ class Revisions:
         await self._records.replace(change, new, text)
         self._notify()
         return await self._records.get_memory(new.memory_id)
+
+    async def forget(
+        self, memory_id: str, *, expected_revision: int, agent: str | None = None, reason: str | None = None
+    ) -> Memory:
+        """Take the memory out of every recall path (the log and its words stay); `restore` brings it back."""
+        await self._records.set_forgotten(self._change(memory_id, expected_revision, agent, reason), forgotten=True)
+        self._notify()
+        return await self._records.get_memory(memory_id)
+
+    async def restore(self, memory_id: str, *, agent: str | None = None, reason: str | None = None) -> Memory:
+        """Bring a forgotten memory back into recall, as it was."""
+        await self._records.set_forgotten(self._change(memory_id, 1, agent, reason), forgotten=False)
+        self._notify()
+        return await self._records.get_memory(memory_id)
 
     async def history(self, memory_id: str) -> list[Revision]:
         """Every earlier revision, oldest first (the memory itself is the current one)."""

@@ -9,7 +9,14 @@ import pytest
 from agent_memory import MemoryManager
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
-from agent_memory.errors import ContentTooLarge, InvalidInput, MemoryNotCurrent, MemoryNotFound, RevisionConflict
+from agent_memory.errors import (
+    ContentTooLarge,
+    InvalidInput,
+    MemoryNotCurrent,
+    MemoryNotFound,
+    RevisionConflict,
+    StorageError,
+)
 from agent_memory.models import MemoryStatus, utc_now
 
 
@@ -150,3 +157,47 @@ async def test_as_of_before_a_change_sees_what_was_current_then(manager: MemoryM
     )
     budget_now = {r.memory.memory_id: r.memory for r in await manager.retrieve("garden budget", k=5)}
     assert budget_now[edited].content.endswith("650 euros.") and budget_now[edited].revision == 2
+
+
+async def test_forget_leaves_every_recall_path_and_restore_brings_it_back(manager: MemoryManager) -> None:
+    memory_id = await remembered(manager, "The alarm code for the Alvalade flat is 4417, and Biscuit sleeps there.")
+    other = await remembered(manager, "Biscuit the dog loves the Alvalade park.", turn=1)
+    queries = ("4417", "alarm code Alvalade flat", "what number turns off the security system")  # grep, words, meaning
+    for query in queries[:2]:
+        assert memory_id in await found(manager, query), query
+    with pytest.raises(RevisionConflict):
+        await manager.forget(memory_id, expected_revision=2)
+    forgotten = await manager.forget(memory_id, expected_revision=1, reason="the user asked")
+    assert (forgotten.status, forgotten.revision) == (MemoryStatus.FORGOTTEN, 2)
+    for query in queries:
+        assert memory_id not in await found(manager, query), query
+    assert other in await found(manager, "Biscuit Alvalade")  # the rest of the memory is untouched
+    assert memory_id not in await found(manager, "Biscuit Alvalade")
+    await manager.flush()
+    assert (await manager.stats())["records"]["memories_forgotten"] == 1
+    hits = await manager.vectors.search(
+        "text", (await manager.embedder.embed_query("alarm code"))[0:].tolist(), limit=5
+    )
+    assert any(h.memory_id == memory_id for h in hits)  # still in the index, its payload says forgotten
+    (logged,) = [r async for _, r in manager.journal.scan() if r.turn_number == 0]
+    assert "4417" in logged.content  # soft: the log keeps every word
+    with pytest.raises(MemoryNotCurrent):
+        await manager.update(memory_id, "anything", expected_revision=2)
+    restored = await manager.restore(memory_id, agent="agent-b")
+    assert (restored.status, restored.revision) == (MemoryStatus.ACTIVE, 3)
+    assert memory_id in await found(manager, "4417") and memory_id in await found(manager, "alarm code Alvalade flat")
+    assert [(r.change, r.status) for r in await manager.history(memory_id)] == [
+        ("forget", MemoryStatus.ACTIVE),
+        ("restore", MemoryStatus.FORGOTTEN),
+    ]
+    with pytest.raises(InvalidInput, match="not forgotten"):
+        await manager.restore(memory_id)
+    assert (await manager.doctor()).consistent
+
+
+async def test_the_status_check_admits_forgotten_and_nothing_else(manager: MemoryManager) -> None:
+    memory_id = await remembered(manager, "Ines runs the Porto half marathon in May.")
+    with pytest.raises(StorageError, match="CHECK constraint"):
+        await manager.records.write_one("UPDATE memories SET status = 'bogus' WHERE memory_id = ?", (memory_id,))
+    async with manager.records.transaction() as db:
+        assert list(await db.execute_fetchall("PRAGMA integrity_check")) == [("ok",)]

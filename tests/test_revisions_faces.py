@@ -90,3 +90,45 @@ def test_the_cli_changes_a_memory_and_shows_its_history(
     assert main([*store, "get", memory_id, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["superseded_by"] == new["memory_id"] and got["history_length"] == 2
+
+
+async def test_forget_and_restore_over_http_and_the_client(manager: MemoryManager) -> None:
+    memory_id = (await manager.process_turn("s1", 0, TEXT)).memory_id
+    assert memory_id is not None
+    token = load_or_create_token(manager.config.data_dir)
+    headers = {"Authorization": f"Bearer {token}"}
+    app = create_app(manager, token=token)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test", headers=headers) as c:
+        stale = await c.post(f"/v1/memories/{memory_id}/forget", json={"expected_revision": 2})
+        assert stale.status_code == 409 and stale.json()["error"]["details"]["current"] == 1
+        gone = await c.post(f"/v1/memories/{memory_id}/forget", json={"expected_revision": 1, "reason": "asked"})
+        assert gone.status_code == 200 and gone.json()["status"] == "forgotten"
+        assert memory_id not in [
+            r["memory"]["memory_id"] for r in (await c.post("/v1/retrieve", json={"query": "standup Tejo"})).json()
+        ]
+        back = await c.post(f"/v1/memories/{memory_id}/restore")
+        assert back.status_code == 200 and back.json()["status"] == "active" and back.json()["revision"] == 3
+        again = await c.post(f"/v1/memories/{memory_id}/restore", json={})
+        assert again.status_code == 400 and again.json()["error"]["code"] == "invalid_input"
+    async with DaemonClient("http://test", token, transport=httpx.ASGITransport(app=app)) as d:
+        assert (await d.forget(memory_id, expected_revision=3)).status is MemoryStatus.FORGOTTEN
+        assert (await d.restore(memory_id, reason="by mistake")).status is MemoryStatus.ACTIVE
+        assert [r.change for r in await d.history(memory_id)] == ["forget", "restore", "forget", "restore"]
+
+
+def test_the_cli_forgets_and_restores(
+    config: Config, embedder: Embedder, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = tmp_path / "turns.jsonl"
+    data.write_text(json.dumps({"session_id": "s1", "turn_number": 0, "content": TEXT}) + "\n", encoding="utf-8")
+    (tmp_path / "keep.toml").write_text("[save]\nkeep_all = true\n", encoding="utf-8")
+    store = ["--data-dir", str(config.data_dir), "--config", str(tmp_path / "keep.toml")]
+    assert main([*store, "ingest", str(data)]) == 0
+    assert main([*store, "search", "standup", "--json"]) == 0
+    memory_id = json.loads(capsys.readouterr().out.split("\n", 1)[1])[0]["memory_id"]
+    assert main([*store, "forget", memory_id, "--expected-revision", "1", "--reason", "asked"]) == 0
+    assert "[forgotten]" in capsys.readouterr().out
+    assert main([*store, "search", "standup Tejo", "--json"]) == 0
+    assert memory_id not in [r["memory_id"] for r in json.loads(capsys.readouterr().out)]
+    assert main([*store, "restore", memory_id]) == 0
+    assert "revision 3 [active]" in capsys.readouterr().out

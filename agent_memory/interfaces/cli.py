@@ -323,6 +323,22 @@ async def cmd_change(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_forget(config: Config, args: argparse.Namespace) -> int:
+    """forget and restore: print the memory as the change leaves it."""
+    async with open_store(config) as store:
+        if args.command == "forget":
+            memory = await store.forget(
+                args.memory_id, expected_revision=args.expected_revision, agent=args.agent, reason=args.reason
+            )
+        else:
+            memory = await store.restore(args.memory_id, agent=args.agent, reason=args.reason)
+        earlier = await store.history(memory.memory_id)
+    print(
+        json.dumps(_memory_dict(memory, len(earlier)), indent=2) if args.json else _memory_lines(memory, len(earlier))
+    )
+    return 0
+
+
 def _memory_dict(memory: Memory, history: int) -> dict[str, Any]:
     return {**_jsonable(asdict(memory)), "history_length": history}
 
@@ -372,6 +388,8 @@ COMMANDS = {
     "history": cmd_history,
     "update": cmd_change,
     "supersede": cmd_change,
+    "forget": cmd_forget,
+    "restore": cmd_forget,
     "serve": cmd_serve,
 }
 

@@ -183,6 +183,17 @@ class DaemonClient:
         """POST /v1/memories/{id}/supersede: the memory that replaces it."""
         return await self._change("supersede", memory_id, content, expected_revision, agent, reason)
 
+    async def forget(
+        self, memory_id: str, *, expected_revision: int, agent: str | None = None, reason: str | None = None
+    ) -> Memory:
+        body = {"expected_revision": expected_revision, "agent": agent, "reason": reason}
+        path = f"/v1/memories/{quote(memory_id, safe='')}/forget"
+        return self._decode(_MEMORY, await self._call("POST", path, json=body))
+
+    async def restore(self, memory_id: str, *, agent: str | None = None, reason: str | None = None) -> Memory:
+        path = f"/v1/memories/{quote(memory_id, safe='')}/restore"
+        return self._decode(_MEMORY, await self._call("POST", path, json={"agent": agent, "reason": reason}))
+
     async def _change(
         self, kind: str, memory_id: str, content: str, expected: int, agent: str | None, reason: str | None
     ) -> Memory:

@@ -1,4 +1,5 @@
-"""The HTTP routes of revisions (issue #20): update a memory in place, supersede it, read its history. A change
+"""The HTTP routes of revisions (issue #20): update a memory in place, supersede it, forget and restore it, read its
+history. A change
 names the revision it read; a stale one is 409 `revision_conflict` with `details: {memory_id, expected, current}`,
 and a change to a superseded or merged memory is 409 `not_current`. Included by `create_app` (http.py)."""
 
@@ -26,6 +27,21 @@ class ChangeBody(BaseModel):
     reason: str | None = Field(default=None, max_length=LABEL_MAX)
 
 
+class ForgetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    expected_revision: int = Field(ge=1, le=MAX_REVISION, description="the revision the caller read (get, history)")
+    agent: str | None = Field(default=None, max_length=LABEL_MAX)
+    reason: str | None = Field(default=None, max_length=LABEL_MAX)
+
+
+class RestoreBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    agent: str | None = Field(default=None, max_length=LABEL_MAX)
+    reason: str | None = Field(default=None, max_length=LABEL_MAX)
+
+
 def _memory(memory: Memory) -> dict[str, Any]:
     return cast(dict[str, Any], jsonable_encoder(asdict(memory)))
 
@@ -48,6 +64,22 @@ def revision_routes(manager: MemoryManager) -> APIRouter:
             memory_id, body.content, expected_revision=body.expected_revision, agent=body.agent, reason=body.reason
         )
         return _memory(new)
+
+    @v1.post("/memories/{memory_id}/forget", responses=errors(400, 404, 409, 422))
+    async def forget(memory_id: str, body: ForgetBody) -> dict[str, Any]:
+        """Take the memory out of every recall path (the log keeps its words); the answer is the memory, forgotten."""
+        gone = await manager.forget(
+            memory_id, expected_revision=body.expected_revision, agent=body.agent, reason=body.reason
+        )
+        return _memory(gone)
+
+    @v1.post("/memories/{memory_id}/restore", responses=errors(400, 404, 422))
+    async def restore(memory_id: str, body: RestoreBody | None = None) -> dict[str, Any]:
+        """Bring a forgotten memory back into recall (400 invalid_input when it is not forgotten)."""
+        back = await manager.restore(
+            memory_id, agent=body.agent if body else None, reason=body.reason if body else None
+        )
+        return _memory(back)
 
     @v1.get("/memories/{memory_id}/history", responses=errors(404, 422))
     async def history(memory_id: str) -> list[dict[str, Any]]:

@@ -71,6 +71,12 @@ class Store(Protocol):
 
     async def history(self, memory_id: str) -> list[Revision]: ...
 
+    async def forget(
+        self, memory_id: str, *, expected_revision: int, agent: str | None = None, reason: str | None = None
+    ) -> Memory: ...
+
+    async def restore(self, memory_id: str, *, agent: str | None = None, reason: str | None = None) -> Memory: ...
+
 
 class LocalStore:
     """The store opened in this process: the manager, plus the sleep jobs and their history."""
@@ -132,6 +138,14 @@ class LocalStore:
 
     async def history(self, memory_id: str) -> list[Revision]:
         return await self.manager.history(memory_id)
+
+    async def forget(
+        self, memory_id: str, *, expected_revision: int, agent: str | None = None, reason: str | None = None
+    ) -> Memory:
+        return await self.manager.forget(memory_id, expected_revision=expected_revision, agent=agent, reason=reason)
+
+    async def restore(self, memory_id: str, *, agent: str | None = None, reason: str | None = None) -> Memory:
+        return await self.manager.restore(memory_id, agent=agent, reason=reason)
 
 
 @asynccontextmanager

@@ -85,10 +85,14 @@ class SqliteRecords(
             raise StorageError(f"The records database {path} cannot be opened for writing ({problem})") from exc
         opened: list[aiosqlite.Connection] = []
         try:
+            migrator = await aiosqlite.connect(path, isolation_level=None)  # a connection of its own: a migration
+            opened.append(migrator)  # may rewrite the schema's text (0020), which a connection opened after reads
+            await _configure(migrator)
+            await _migrate(migrator)
+            await opened.pop().close()
             writer = await aiosqlite.connect(path, isolation_level=None)
             opened.append(writer)
             await _configure(writer)
-            await _migrate(writer)
             for _ in range(READERS):
                 reader = await aiosqlite.connect(path, isolation_level=None)
                 opened.append(reader)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
-from agent_memory.errors import MemoryNotCurrent, MemoryNotFound, RevisionConflict
+from agent_memory.errors import InvalidInput, MemoryNotCurrent, MemoryNotFound, RevisionConflict
 from agent_memory.models import Memory, MemoryId, MemoryStatus, Revision
 from agent_memory.storage.inserts import enqueue, insert_memory
 from agent_memory.storage.rows import dt, ts
@@ -83,6 +83,25 @@ class RevisionQueries:
                 "INSERT INTO memory_links (source_id, target_id, relation, weight, created_at, reason) "
                 "VALUES (?, ?, 'SUPERSEDES', 1, ?, ?)",
                 (new.memory_id, change.memory_id, ts(change.at), change.reason or ""),
+            )
+            await db.execute(
+                "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'payload')",
+                (change.memory_id, ts(change.at)),
+            )
+
+    async def set_forgotten(self, change: Change, *, forgotten: bool) -> None:
+        """Forget an active memory (it must be at `change.expected_revision`), or restore a forgotten one (any
+        revision): a status change, kept in the history, projected to the vectors' payload."""
+        async with self.transaction() as db:
+            if forgotten:
+                current = await _current(db, change)
+            else:
+                current = await _forgotten(db, change.memory_id)
+                change = Change(change.memory_id, current[0], change.at, change.agent, change.reason)
+            await _keep_revision(db, change, current, "forget" if forgotten else "restore")
+            await db.execute(
+                "UPDATE memories SET status = ?, revision = revision + 1, revised_at = ? WHERE memory_id = ?",
+                ("forgotten" if forgotten else "active", ts(change.at), change.memory_id),
             )
             await db.execute(
                 "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'payload')",
@@ -160,6 +179,21 @@ async def _current(db: aiosqlite.Connection, change: Change) -> tuple[int, str, 
         raise RevisionConflict(change.memory_id, change.expected_revision, int(revision))
     if status != MemoryStatus.ACTIVE.value:
         raise MemoryNotCurrent(change.memory_id, str(status), replaced_by)
+    return int(revision), str(content), str(status), str(began_at)
+
+
+async def _forgotten(db: aiosqlite.Connection, memory_id: str) -> tuple[int, str, str, str]:
+    rows = list(
+        await db.execute_fetchall(
+            "SELECT revision, content, status, coalesce(revised_at, created_at) FROM memories WHERE memory_id = ?",
+            (memory_id,),
+        )
+    )
+    if not rows:
+        raise MemoryNotFound(memory_id)
+    revision, content, status, began_at = rows[0]
+    if status != MemoryStatus.FORGOTTEN.value:
+        raise InvalidInput(f"Memory {memory_id!r} is {status}, not forgotten: there is nothing to restore")
     return int(revision), str(content), str(status), str(began_at)
 
 

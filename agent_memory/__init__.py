@@ -53,6 +53,7 @@ from agent_memory.manager import MemoryManager  # noqa: E402
 from agent_memory.models import (  # noqa: E402
     DoctorReport,
     EmotionalContext,
+    Fact,
     LayerHit,
     Media,
     Memory,
@@ -81,6 +82,7 @@ __all__ = [
     "DoctorReport",
     "DuplicateTurn",
     "EmotionalContext",
+    "Fact",
     "EmptyContent",
     "ImageMemoryUnavailable",
     "InvalidEncoding",

@@ -205,6 +205,12 @@ class ExtractionConfig(_Section):
     max_entities: int = Field(default=12, ge=0)
 
 
+class FactsConfig(_Section):
+    multi_valued: tuple[str, ...] = ("likes", "dislikes", "visited", "allergic_to", "has_pet", "friend", "hobby")
+    """Attributes that hold several values at once: a new value is added beside the others instead of closing the
+    current one (every other attribute is single-valued). Compared after normalising (case, whitespace)."""
+
+
 class LLMConfig(_Section):
     model: str = ""
     """Any litellm model string ("gpt-4o-mini", "anthropic/claude-3-5-haiku-latest", "ollama/llama3",
@@ -323,6 +329,7 @@ class Config(_Section):
     retrieval: RetrievalConfig = RetrievalConfig()
     decay: DecayConfig = DecayConfig()
     extraction: ExtractionConfig = ExtractionConfig()
+    facts: FactsConfig = FactsConfig()
     llm: LLMConfig = LLMConfig()
     save: SaveConfig = SaveConfig()
     image: ImageConfig = ImageConfig()

@@ -23,11 +23,13 @@ from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.engines import make_embedder, open_projection, open_vectors
 from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNotFound
+from agent_memory.facts import Facts
 from agent_memory.image_path import ImagePath
 from agent_memory.llm.client import LiteLLMClient
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
+    Fact,
     JobRun,
     LogPosition,
     LogRecord,
@@ -198,6 +200,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 clock=self.clock,
                 notify=self.projector.notify,
             )
+            self._facts = Facts(self.records, multi_valued=self.config.facts.multi_valued, clock=self.clock)
             self.recovered_turns = (await self.recovery.recover()).indexed
             await self.projector.drain()
             await self.projector.recount()
@@ -406,6 +409,41 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         """Every earlier revision of a memory, oldest first: content, status, when, by which agent, why."""
         self._check_open()
         return await self.revisions.history(memory_id)
+
+    async def remember_fact(
+        self,
+        subject: str,
+        attribute: str,
+        value: str,
+        *,
+        valid_at: datetime | None = None,
+        source: str | None = None,
+        confidence: float = 1.0,
+        namespace: str = "default",
+    ) -> Fact:
+        """State that `subject`'s `attribute` is `value` from `valid_at` (default now); a new value closes the old
+        one on a single-valued attribute, and the same value again is one more observation (facts.py)."""
+        self._check_open()
+        return await self._facts.remember(
+            subject, attribute, value, valid_at=valid_at, source=source, confidence=confidence, namespace=namespace
+        )
+
+    async def facts(
+        self,
+        subject: str | None = None,
+        *,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        namespace: str = "default",
+    ) -> list[Fact]:
+        """What was true at `as_of`, as the store knew it at `known_at` (both default to now)."""
+        self._check_open()
+        return await self._facts.facts(subject, as_of=as_of, known_at=known_at, namespace=namespace)
+
+    async def fact_history(self, subject: str, attribute: str, *, namespace: str = "default") -> list[Fact]:
+        """Every value of (subject, attribute) with the interval it was true in."""
+        self._check_open()
+        return await self._facts.history(subject, attribute, namespace=namespace)
 
     async def read_turn(self, turn_id: str) -> LogRecord:
         """The turn exactly as it was logged, read back through its byte offset."""

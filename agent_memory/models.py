@@ -350,6 +350,25 @@ class OutboxItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Fact:
+    """(subject, attribute, value) in a namespace: true in the world from `valid_at` until `invalid_at` (None: still
+    true), held by the store from `recorded_at` until `expired_at` (None: still held). Keys are normalised."""
+
+    fact_id: str
+    namespace: str
+    subject: str
+    attribute: str
+    value: str
+    valid_at: datetime
+    invalid_at: datetime | None
+    recorded_at: datetime
+    expired_at: datetime | None
+    confidence: float
+    observation_count: int
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Revision:
     """An earlier revision of a memory: what it said (and its status) from `began_at` until the change at `ended_at`
     that made the next revision, and who made that change and why."""

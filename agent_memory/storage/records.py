@@ -24,6 +24,7 @@ from agent_memory.models import (
 )
 from agent_memory.storage.compaction_records import CompactionQueries
 from agent_memory.storage.digest_records import DigestQueries
+from agent_memory.storage.fact_records import FactQueries
 from agent_memory.storage.graph_records import GraphQueries
 from agent_memory.storage.inserts import insert_image, insert_turn
 from agent_memory.storage.keyword_projection import KeywordProjection
@@ -63,6 +64,7 @@ class SqliteRecords(
     DigestQueries,
     RecoveryQueries,
     RevisionQueries,
+    FactQueries,
 ):
     def __init__(
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: Path | None = None

@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_memory.config import Config, load_config
 from agent_memory.errors import AgentMemoryError, InvalidInput
+from agent_memory.interfaces.cli_facts import cmd_fact_history, cmd_facts, cmd_remember
 from agent_memory.interfaces.cli_parser import build_parser
 from agent_memory.interfaces.routing import open_store
 from agent_memory.manager import MemoryManager
@@ -292,6 +293,8 @@ async def cmd_get(config: Config, args: argparse.Namespace) -> int:
 
 
 async def cmd_history(config: Config, args: argparse.Namespace) -> int:
+    if args.attribute is not None:
+        return await cmd_fact_history(config, args)
     async with open_store(config) as store:
         memory = await store.get(args.memory_id)
         earlier = await store.history(args.memory_id)
@@ -389,6 +392,8 @@ COMMANDS = {
     "update": cmd_change,
     "supersede": cmd_change,
     "forget": cmd_forget,
+    "remember": cmd_remember,
+    "facts": cmd_facts,
     "restore": cmd_forget,
     "serve": cmd_serve,
 }

@@ -103,9 +103,27 @@ def build_parser() -> argparse.ArgumentParser:
     get = commands.add_parser("get", help="one memory: its revision, status, what replaced it, its history length")
     get.add_argument("memory_id")
     get.add_argument("--json", action="store_true")
-    history = commands.add_parser("history", help="every earlier revision of a memory (docs/corrections.md)")
-    history.add_argument("memory_id")
+    history = commands.add_parser(
+        "history", help="a memory's earlier revisions (MEMORY_ID), or a fact's values (SUBJECT ATTRIBUTE)"
+    )
+    history.add_argument("memory_id", metavar="MEMORY_ID|SUBJECT")
+    history.add_argument("attribute", nargs="?", help="with a subject: the fact's every value and its interval")
+    history.add_argument("--namespace", default="default", help="the facts' namespace")
     history.add_argument("--json", action="store_true")
+    remember = commands.add_parser("remember", help="state a fact: SUBJECT ATTRIBUTE VALUE (docs/corrections.md)")
+    remember.add_argument("subject")
+    remember.add_argument("attribute")
+    remember.add_argument("value")
+    remember.add_argument("--at", type=_aware_time, help="when it became true (ISO-8601; default: now)")
+    remember.add_argument("--source", help="where it was said (a turn or memory id, a file)")
+    remember.add_argument("--namespace", default="default")
+    remember.add_argument("--json", action="store_true")
+    facts = commands.add_parser("facts", help="the facts true at a time, as known at a time (default: now)")
+    facts.add_argument("--subject")
+    facts.add_argument("--as-of", type=_aware_time, help="what was true then (ISO-8601)")
+    facts.add_argument("--known-at", type=_aware_time, help="as the store knew it then (ISO-8601)")
+    facts.add_argument("--namespace", default="default")
+    facts.add_argument("--json", action="store_true")
     for name, what in (
         ("update", "correct a memory's words in place"),
         ("supersede", "replace a memory by a new one; the old one stays, superseded"),

@@ -45,6 +45,7 @@ from agent_memory.models import (
     Context,
     DoctorReport,
     EmotionalContext,
+    Fact,
     JobRun,
     Memory,
     RetrievalResult,
@@ -193,6 +194,41 @@ class DaemonClient:
     async def restore(self, memory_id: str, *, agent: str | None = None, reason: str | None = None) -> Memory:
         path = f"/v1/memories/{quote(memory_id, safe='')}/restore"
         return self._decode(_MEMORY, await self._call("POST", path, json={"agent": agent, "reason": reason}))
+
+    async def remember_fact(
+        self,
+        subject: str,
+        attribute: str,
+        value: str,
+        *,
+        valid_at: datetime | None = None,
+        source: str | None = None,
+        confidence: float = 1.0,
+        namespace: str = "default",
+    ) -> Fact:
+        body: dict[str, Any] = {"subject": subject, "attribute": attribute, "value": value, "source": source}
+        body |= {
+            "valid_at": valid_at.isoformat() if valid_at else None,
+            "confidence": confidence,
+            "namespace": namespace,
+        }
+        return self._decode(_FACT, await self._call("POST", "/v1/facts", json=body))
+
+    async def facts(
+        self,
+        subject: str | None = None,
+        *,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        namespace: str = "default",
+    ) -> list[Fact]:
+        params = {"subject": subject, "as_of": as_of, "known_at": known_at, "namespace": namespace}
+        shown = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in params.items() if v is not None}
+        return self._decode(_FACTS, await self._call("GET", "/v1/facts", params=shown))
+
+    async def fact_history(self, subject: str, attribute: str, *, namespace: str = "default") -> list[Fact]:
+        params = {"subject": subject, "attribute": attribute, "namespace": namespace}
+        return self._decode(_FACTS, await self._call("GET", "/v1/facts/history", params=params))
 
     async def _change(
         self, kind: str, memory_id: str, content: str, expected: int, agent: str | None, reason: str | None
@@ -396,6 +432,8 @@ _RESULTS = TypeAdapter(list[RetrievalResult])
 _CONTEXT = TypeAdapter(Context)
 _MEMORY = TypeAdapter(Memory)
 _REVISIONS = TypeAdapter(list[Revision])
+_FACT = TypeAdapter(Fact)
+_FACTS = TypeAdapter(list[Fact])
 _STATS = TypeAdapter(dict[str, Any])
 _RUN = TypeAdapter(JobRun)
 _RUNS = TypeAdapter(list[JobRun])

@@ -43,6 +43,7 @@ from agent_memory.errors import (
     RevisionConflict,
     StorageError,
 )
+from agent_memory.interfaces.http_facts import fact_routes
 from agent_memory.interfaces.http_guard import UNAUTHORIZED, CatchAll, RequestGuard, error_body, errors
 from agent_memory.interfaces.http_revisions import revision_routes
 from agent_memory.manager import MemoryManager
@@ -256,7 +257,8 @@ def create_app(
     bearer = [Depends(BearerToken(token))]  # the guard checked it already; this declares it in the schema
     app.include_router(_routes(manager, scheduler), dependencies=bearer, responses=errors(401, 408, 413, 500, 503))
     app.include_router(_streams(manager), dependencies=bearer)
-    app.include_router(revision_routes(manager), dependencies=bearer, responses=errors(401, 408, 413, 500, 503))
+    for router in (revision_routes(manager), fact_routes(manager)):
+        app.include_router(router, dependencies=bearer, responses=errors(401, 408, 413, 500, 503))
     return app
 
 

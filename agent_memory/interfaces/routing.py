@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from agent_memory.config import Config
 from agent_memory.interfaces.client import find_daemon
 from agent_memory.manager import MemoryManager
-from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, Revision, TurnInput
+from agent_memory.models import Context, DoctorReport, Fact, JobRun, Memory, RetrievalResult, Revision, TurnInput
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,29 @@ class Store(Protocol):
     ) -> Memory: ...
 
     async def restore(self, memory_id: str, *, agent: str | None = None, reason: str | None = None) -> Memory: ...
+
+    async def remember_fact(
+        self,
+        subject: str,
+        attribute: str,
+        value: str,
+        *,
+        valid_at: datetime | None = None,
+        source: str | None = None,
+        confidence: float = 1.0,
+        namespace: str = "default",
+    ) -> Fact: ...
+
+    async def facts(
+        self,
+        subject: str | None = None,
+        *,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        namespace: str = "default",
+    ) -> list[Fact]: ...
+
+    async def fact_history(self, subject: str, attribute: str, *, namespace: str = "default") -> list[Fact]: ...
 
 
 class LocalStore:
@@ -146,6 +169,34 @@ class LocalStore:
 
     async def restore(self, memory_id: str, *, agent: str | None = None, reason: str | None = None) -> Memory:
         return await self.manager.restore(memory_id, agent=agent, reason=reason)
+
+    async def remember_fact(
+        self,
+        subject: str,
+        attribute: str,
+        value: str,
+        *,
+        valid_at: datetime | None = None,
+        source: str | None = None,
+        confidence: float = 1.0,
+        namespace: str = "default",
+    ) -> Fact:
+        return await self.manager.remember_fact(
+            subject, attribute, value, valid_at=valid_at, source=source, confidence=confidence, namespace=namespace
+        )
+
+    async def facts(
+        self,
+        subject: str | None = None,
+        *,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        namespace: str = "default",
+    ) -> list[Fact]:
+        return await self.manager.facts(subject, as_of=as_of, known_at=known_at, namespace=namespace)
+
+    async def fact_history(self, subject: str, attribute: str, *, namespace: str = "default") -> list[Fact]:
+        return await self.manager.fact_history(subject, attribute, namespace=namespace)
 
 
 @asynccontextmanager

@@ -369,6 +369,14 @@ class Fact:
 
 
 @dataclass(frozen=True, slots=True)
+class ContextFact:
+    """A fact in a context's "known facts" block, and why it is there."""
+
+    fact: Fact
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Revision:
     """An earlier revision of a memory: what it said (and its status) from `began_at` until the change at `ended_at`
     that made the next revision, and who made that change and why."""
@@ -440,13 +448,18 @@ class Context:
     counter: str
     items: tuple[ContextItem, ...]
     excluded: tuple[Exclusion, ...]
+    facts: tuple[ContextFact, ...] = ()
+    """The "known facts" the text opens with (cognition/fact_block.py), each with why it is there."""
 
     @property
     def source_turn_ids(self) -> list[TurnId]:
         return [i.memory.source_turn_id for i in self.items if i.memory.source_turn_id is not None]
 
     def explain(self) -> str:
-        lines = [f"{self.tokens}/{self.budget} tokens ({self.counter}), {len(self.items)} items"]
+        lines = [
+            f"{self.tokens}/{self.budget} tokens ({self.counter}), {len(self.facts)} facts, {len(self.items)} items"
+        ]
+        lines += [f"  * fact {c.fact.subject} | {c.fact.attribute} = {c.fact.value}: {c.reason}" for c in self.facts]
         lines += [f"  + #{i.result.rank} {i.memory.memory_id} {i.result.explain()}" for i in self.items]
         lines += [f"  - #{e.rank} {e.memory_id} {e.reason}" for e in self.excluded]
         return "\n".join(lines)

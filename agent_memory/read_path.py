@@ -17,13 +17,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from agent_memory.cognition.context import pack
+from agent_memory.cognition.fact_block import fit_facts, relevant_facts
 from agent_memory.cognition.ranking import Ranked
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import InvalidInput
-from agent_memory.models import Context, EmotionalContext, Memory, RetrievalGap, RetrievalResult, new_id
+from agent_memory.facts import Facts
+from agent_memory.models import (
+    Context,
+    ContextFact,
+    EmotionalContext,
+    Memory,
+    RetrievalGap,
+    RetrievalResult,
+    new_id,
+)
 from agent_memory.policy.controller import Policy
 from agent_memory.recall import Query, Recall, Recalled
 from agent_memory.retrieval_log import RetrievalLog, RetrievalRecord
@@ -54,6 +64,7 @@ class ReadPath:
     policy: Policy
     _reader: Recall
     retrieval_log: RetrievalLog  # what retrievals record, written behind them in batches
+    _facts: Facts
 
     if TYPE_CHECKING:  # provided by MemoryManager
 
@@ -105,13 +116,39 @@ class ReadPath:
         check_count("budget_tokens", budget_tokens, low=1, high=MAX_BUDGET_TOKENS)
         limit = self.candidates_for(budget_tokens)
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, limit)
-        packed = pack(recalled.ranked, budget=budget_tokens, counter=self.token_counter)
+        facts, block = await self._known_facts(query, recalled.ranked, namespace, as_of, budget_tokens)
+        packed = self._pack_after(recalled.ranked, block, budget_tokens)
+        packed = replace(packed, facts=tuple(facts))
         named = await self._named([item.result for item in packed.items])
         packed = replace(
             packed, items=tuple(replace(item, result=result) for item, result in zip(packed.items, named, strict=True))
         )
         self._record_later(query, namespace, len(packed.items), [item.result for item in packed.items], recalled)
         return packed
+
+    async def _known_facts(
+        self, query: str, ranked: Ranked, namespace: str, as_of: datetime | None, budget: int
+    ) -> tuple[list[ContextFact], str]:
+        """The facts relevant to the query (true at `as_of`, or now) and their block, fitted to `budget`."""
+        held = await self._facts.facts(namespace=namespace, as_of=as_of)
+        if not held:
+            return [], ""
+        entities = [e for result in ranked.results[:10] for e in result.memory.entities]
+        return fit_facts(relevant_facts(held, query, entities), budget, self.token_counter)
+
+    def _pack_after(self, ranked: Ranked, block: str, budget: int) -> Context:
+        """The memories packed into what the facts' block leaves, then the two as one text, counted whole (a
+        subword counter is not additive: the memories' share shrinks until the whole fits)."""
+        if not block:
+            return pack(ranked, budget=budget, counter=self.token_counter)
+        share = budget - self.token_counter.count(block + "\n")
+        while True:
+            packed = pack(ranked, budget=max(share, 1), counter=self.token_counter)
+            text = f"{block}\n{packed.text}" if packed.text else block
+            tokens = self.token_counter.count(text)
+            if tokens <= budget or not packed.items:
+                return replace(packed, text=text, tokens=tokens, budget=budget)
+            share -= tokens - budget
 
     def configure_retrieval(self, retrieval: RetrievalConfig) -> None:
         """Swap the retrieval weights in place (ablations, tuning); the stores are untouched."""

@@ -124,3 +124,24 @@ async def test_facts_survive_a_reopen(config: Config, embedder: Embedder) -> Non
     async with MemoryManager.open(config, embedder=embedder) as manager:
         assert [f.value for f in await manager.fact_history("ana", "lives in")] == ["Lisbon", "Porto"]
         assert (await manager.doctor()).consistent
+
+
+async def test_context_opens_with_the_known_facts_inside_the_budget(manager: MemoryManager) -> None:
+    await manager.remember_fact("Ana", "lives in", "Lisbon", valid_at=JAN)
+    await manager.remember_fact("Ana", "lives in", "Porto", valid_at=SEP)
+    await manager.remember_fact("Tom", "employer", "Harbor Labs", valid_at=JAN)
+    for n, text in enumerate(["Ana loves the river walks.", "Ana found a flat with a tiny garden.", "Tom likes jazz."]):
+        await manager.process_turn("s1", n, text)
+    packed = await manager.context("Where does Ana live now?", budget_tokens=400)
+    assert packed.text.startswith("<known_facts") and "- ana | lives in: Porto (since 2025-09-01)" in packed.text
+    assert "Lisbon" not in packed.text and "Harbor Labs" not in packed.text  # closed, and not relevant
+    assert packed.tokens <= 400 and packed.items  # memories follow, in the same budget
+    assert [c.fact.value for c in packed.facts] == ["Porto"] and "named in the query" in packed.facts[0].reason
+    assert "fact ana | lives in = Porto" in packed.explain()
+    then = await manager.context("Where did Ana live?", budget_tokens=400, as_of=MAY + timedelta(days=200))
+    assert [c.fact.value for c in then.facts] == ["Porto"]
+    earlier = await manager.context("Where did Ana live?", budget_tokens=400, as_of=datetime(2025, 6, 1, tzinfo=UTC))
+    assert [c.fact.value for c in earlier.facts] == ["Lisbon"]  # the value true then
+    for budget in (30, 60, 90):
+        tight = await manager.context("Where does Ana live now?", budget_tokens=budget)
+        assert tight.tokens <= budget and (tight.facts or not tight.text.startswith("<known_facts"))

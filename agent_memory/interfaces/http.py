@@ -211,6 +211,7 @@ def context_json(context: Context) -> dict[str, Any]:
         "counter": context.counter,
         "items": items,
         "excluded": excluded,
+        "facts": jsonable_encoder([asdict(f) for f in context.facts]),
     }
 
 

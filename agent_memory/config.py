@@ -209,6 +209,10 @@ class FactsConfig(_Section):
     multi_valued: tuple[str, ...] = ("likes", "dislikes", "visited", "allergic_to", "has_pet", "friend", "hobby")
     """Attributes that hold several values at once: a new value is added beside the others instead of closing the
     current one (every other attribute is single-valued). Compared after normalising (case, whitespace)."""
+    extract_on_write: bool = False
+    """Find the facts each user turn states about its speaker (name, job, employer, home, relationships, pets, likes,
+    dislikes, allergies, plans) as the turn is stored, and remember them through the policy step. Off by default
+    until its effect on the benchmarks' contexts is measured (the facts block takes part of their budget)."""
 
 
 class LLMConfig(_Section):

@@ -11,17 +11,22 @@ side. The plan is made inside the transaction that writes it (storage/fact_recor
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from agent_memory.cognition.fact_extraction import Candidate, extract
 from agent_memory.errors import InvalidInput
-from agent_memory.models import Fact, new_id
-from agent_memory.storage.fact_records import FactPlan, Observed
+from agent_memory.models import Fact, LogRecord, Role, new_id
+from agent_memory.storage.fact_records import FactDecision, FactPlan, Observed
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.validation import check_aware, check_identifier
 
 KEY_MAX, VALUE_MAX, SOURCE_MAX = 200, 1000, 200
+SPEAKER = "user"
+"""The subject of what a user turn says about its speaker ("I", "my")."""
+CONFIDENCE = 0.8
+"""The confidence of a fact the offline extractor found (a statement the caller makes itself is 1.0 by default)."""
 _SPACE = re.compile(r"\s+")
 
 
@@ -72,10 +77,40 @@ class Facts:
             _confidence(confidence),
             None if source is None else _text("source", source, SOURCE_MAX),
         )
+        return (await self._state(said))[0]
+
+    async def _state(self, said: Statement) -> tuple[Fact, FactPlan]:
         multi = said.attribute in self._multi
-        return await self._records.change_fact(
-            (said.namespace, said.subject, said.attribute), now, lambda rows: plan(rows, said, multi=multi)
-        )
+        key = (said.namespace, said.subject, said.attribute)
+        return await self._records.change_fact(key, said.recorded_at, lambda rows: plan(rows, said, multi=multi))
+
+    async def observe(self, records: Sequence[LogRecord]) -> list[FactDecision]:
+        """The write path's step: the facts each user turn states about its speaker (cognition/fact_extraction.py),
+        each through the policy step (STORE, MERGE, SUPERSEDE or REJECT) and logged with its reason. The speaker
+        of a user turn is the subject "user" (a namespace is one person's memory); an assistant's turn states no
+        fact about the user (what it suggests is not what the user said)."""
+        now, decisions = self._clock(), []
+        for record in records:
+            if record.role is not Role.USER:
+                continue
+            decisions += [
+                await self._decide(record, c, now) for c in extract(record.content, subject=SPEAKER, now=record.at)
+            ]
+        if decisions:
+            await self._records.log_fact_decisions(decisions)
+        return decisions
+
+    async def _decide(self, record: LogRecord, candidate: Candidate, now: datetime) -> FactDecision:
+        where = (record.namespace, record.turn_id, candidate.subject, normalised(candidate.attribute), candidate.value)
+        if candidate.value.casefold() in {SPEAKER, "me", "myself"}:
+            return FactDecision(*where, "REJECT", "the value is the speaker", candidate.rule, None, now)
+        said = Statement(
+            record.namespace, candidate.subject, normalised(candidate.attribute), candidate.value,
+            candidate.valid_at or record.at, now, CONFIDENCE, record.turn_id,
+        )  # fmt: skip
+        fact, made = await self._state(said)
+        action, reason = _action(made, said.attribute in self._multi)
+        return FactDecision(*where, action, f"{reason} ({candidate.rule} rule)", candidate.rule, fact.fact_id, now)
 
     async def facts(
         self,
@@ -127,6 +162,15 @@ def plan(rows: list[Fact], said: Statement, *, multi: bool) -> FactPlan:
     changed.record.append(new)
     changed.result = new.fact_id
     return changed
+
+
+def _action(made: FactPlan, multi: bool) -> tuple[str, str]:
+    """What the plan did, as the policy step's action."""
+    if made.observe is not None:
+        return "MERGE", "the same value again: one more observation"
+    if made.expire and not multi:
+        return "SUPERSEDE", "a new value for a single-valued attribute closes the one true then"
+    return "STORE", "a value the store did not hold" + (" (one of several)" if multi else "")
 
 
 def _fact(said: Statement, valid_at: datetime, invalid_at: datetime | None) -> Fact:

@@ -300,6 +300,8 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 self.recovery.orphaned(records, positions)  # logged, not indexed: sent again, they are adopted
                 raise
             self.journal.settle(positions)
+            if self.config.facts.extract_on_write:
+                await self._observe_facts(records)
             return results
         finally:
             self._inflight.difference_update(keys)
@@ -345,6 +347,13 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
 
     async def _recover_all(self) -> int:
         return (await self.recovery.recover(whole_log=True)).indexed
+
+    async def _observe_facts(self, records: Sequence[LogRecord]) -> None:
+        """The facts these committed turns state (facts.py); a failure costs the facts, never the turns."""
+        try:
+            await self._facts.observe(records)
+        except Exception:
+            log.warning("facts could not be extracted from %d turns; the turns are stored", len(records), exc_info=True)
 
     async def _index_logged(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> None:
         """Judge and commit turns that are already in the log (recovery), with the images they name."""

@@ -32,6 +32,22 @@ class Observed:
     confidence: float
 
 
+@dataclass(frozen=True, slots=True)
+class FactDecision:
+    """What the policy step did with one candidate fact, and why."""
+
+    namespace: str
+    turn_id: str | None
+    subject: str
+    attribute: str
+    value: str
+    action: str  # STORE, MERGE, SUPERSEDE or REJECT
+    reason: str
+    rule: str
+    fact_id: str | None
+    decided_at: datetime
+
+
 @dataclass(slots=True)
 class FactPlan:
     """What one statement changes: rows retired (expired at the statement's time), rows recorded, an observation."""
@@ -51,7 +67,7 @@ class FactQueries:
 
     async def change_fact(
         self, key: tuple[str, str, str], at: datetime, decide: Callable[[list[Fact]], FactPlan]
-    ) -> Fact:
+    ) -> tuple[Fact, FactPlan]:
         """Read the believed rows of `key` (namespace, subject, attribute), let `decide` plan the change, write it
         (at `at`, the statement's recorded time); returns the row left standing for the stated value."""
         async with self.transaction(projected=False) as db:
@@ -63,7 +79,30 @@ class FactQueries:
             plan = decide([fact_row(r) for r in rows])
             await _write(db, plan, at)
             found = await db.execute_fetchall(f"SELECT {FACT_COLUMNS} FROM facts WHERE fact_id = ?", (plan.result,))
-            return fact_row(list(found)[0])
+            return fact_row(list(found)[0]), plan
+
+    async def log_fact_decisions(self, decisions: Sequence[FactDecision]) -> None:
+        """The policy step's decisions on the write path's candidates (fact_decisions, migration 0022)."""
+        async with self.transaction(projected=False) as db:
+            await db.executemany(
+                "INSERT INTO fact_decisions (namespace, turn_id, subject, attribute, value, action, reason, rule, "
+                "fact_id, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (d.namespace, d.turn_id, d.subject, d.attribute, d.value, d.action, d.reason, d.rule, d.fact_id,
+                     ts(d.decided_at))
+                    for d in decisions
+                ],
+            )  # fmt: skip
+
+    async def fact_decisions(self, turn_id: str) -> list[FactDecision]:
+        rows = await self._fetch(
+            "SELECT namespace, turn_id, subject, attribute, value, action, reason, rule, fact_id, decided_at "
+            "FROM fact_decisions WHERE turn_id = ? ORDER BY decision_id",
+            (turn_id,),
+        )
+        return [
+            FactDecision(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], dt(r[9]) or datetime.min) for r in rows
+        ]
 
     async def facts_at(
         self, namespace: str, subject: str | None, *, true_at: datetime, known_at: datetime

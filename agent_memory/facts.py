@@ -31,8 +31,9 @@ _SPACE = re.compile(r"\s+")
 
 
 def normalised(text: str) -> str:
-    """A key as facts compare it: case folded, whitespace collapsed."""
-    return _SPACE.sub(" ", text).strip().casefold()
+    """A key as facts compare it: case folded, underscores and runs of whitespace one space ("allergic_to" is
+    "Allergic  to")."""
+    return _SPACE.sub(" ", text.replace("_", " ")).strip().casefold()
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,7 +114,13 @@ async def test_facts_never_cross_namespaces(manager: MemoryManager) -> None:
 
 
 def test_keys_are_normalised() -> None:
-    assert normalised("  Lives\t IN ") == "lives in" == normalised("lives in")
+    assert normalised("  Lives\t IN ") == "lives in" == normalised("lives in") == normalised("lives_in")
+
+
+async def test_the_configured_multi_valued_names_match_the_extractors(manager: MemoryManager) -> None:
+    await manager.remember_fact("user", "allergic to", "peanuts", valid_at=JAN)  # the extractor's spelling
+    await manager.remember_fact("user", "allergic to", "shellfish", valid_at=MAY)  # config says allergic_to
+    assert sorted(f.value for f in await manager.facts("user")) == ["peanuts", "shellfish"]
 
 
 async def test_facts_survive_a_reopen(config: Config, embedder: Embedder) -> None:

@@ -198,6 +198,13 @@ class SleepConfig(_Section):
     digest_budget: timedelta = timedelta(seconds=10)
     """The digest job starts no step that would end past this (judged by the step before; it always makes one);
     its cursor says where the next run goes on. Short, so a full sleep cycle stays bounded; it runs hourly."""
+    forget_roles: tuple[str, ...] = ()
+    """Forgetting policy (sleep job `forget`): the memories of turns said in these roles ("assistant") are
+    forgotten. Empty: none by role."""
+    forget_older_than: timedelta = timedelta(0)
+    """... and those of turns older than this ("P365D"); a zero duration: none by age."""
+    forget_phatic: bool = False
+    """... and those whose words are only a greeting, a thanks or a reaction (kept by an LLM's verdict, say)."""
 
 
 class ExtractionConfig(_Section):
@@ -302,6 +309,8 @@ class ServeConfig(_Section):
     compact_interval: timedelta = timedelta(hours=6)
     """Consolidation runs this often, and at once after a tiering run finds the hot tier over its threshold."""
     digest_interval: timedelta = timedelta(hours=1)
+    forget_interval: timedelta = timedelta(0)
+    """The forgetting policies (sleep.forget_*) run this often; off by default, as the policies are."""
 
     @field_validator("*", mode="after")
     @classmethod
@@ -312,7 +321,7 @@ class ServeConfig(_Section):
 
     def intervals(self) -> dict[str, timedelta]:
         """Each scheduled sleep job and how often it runs; jobs with a zero interval are left out."""
-        jobs = ("decay", "tier", "digest", "compact", "assess", "reweight", "dream", "index")
+        jobs = ("decay", "tier", "digest", "compact", "assess", "reweight", "dream", "index", "forget")
         every = {job: getattr(self, f"{job}_interval") for job in jobs}
         return {job: interval for job, interval in every.items() if interval > timedelta(0)}
 

@@ -328,6 +328,10 @@ async def cmd_change(config: Config, args: argparse.Namespace) -> int:
 
 async def cmd_forget(config: Config, args: argparse.Namespace) -> int:
     """forget and restore: print the memory as the change leaves it."""
+    if args.command == "forget" and args.memory_id is None:
+        return await _forget_by_policy(config, args)
+    if args.command == "forget" and args.expected_revision is None:
+        raise InvalidInput("forget MEMORY_ID needs --expected-revision (the revision you read with get)")
     async with open_store(config) as store:
         if args.command == "forget":
             memory = await store.forget(
@@ -340,6 +344,18 @@ async def cmd_forget(config: Config, args: argparse.Namespace) -> int:
         json.dumps(_memory_dict(memory, len(earlier)), indent=2) if args.json else _memory_lines(memory, len(earlier))
     )
     return 0
+
+
+async def _forget_by_policy(config: Config, args: argparse.Namespace) -> int:
+    """`forget --role/--before/--phatic`: the sleep job `forget` once, with these policies."""
+    if not (args.roles or args.before or args.phatic):
+        raise InvalidInput("forget needs a MEMORY_ID, or a policy: --role, --before or --phatic")
+    options = {"roles": args.roles or [], "before": args.before, "phatic": bool(args.phatic)}
+    options |= {"namespace": args.policy_namespace, "dry_run": args.dry_run}
+    async with open_store(config) as store:
+        run = await store.run_job("forget", **options)
+    print(json.dumps(_run_dict(run), indent=2) if args.json else _run_line(run))
+    return 0 if run.status == "ok" else 1
 
 
 def _memory_dict(memory: Memory, history: int) -> dict[str, Any]:

@@ -140,9 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
         change.add_argument("--agent", help="who makes the change (kept in the history)")
         change.add_argument("--reason", help="why (kept in the history)")
         change.add_argument("--json", action="store_true")
-    forget = commands.add_parser("forget", help="take a memory out of recall (the log keeps it; restore undoes it)")
-    forget.add_argument("memory_id")
-    forget.add_argument("--expected-revision", type=_positive, required=True, help="the revision you read (get)")
+    forget = commands.add_parser(
+        "forget", help="take a memory out of recall, or every memory a policy names (the log keeps them; restore)"
+    )
+    forget.add_argument("memory_id", nargs="?", help="one memory (with --expected-revision); none: the policy flags")
+    forget.add_argument("--expected-revision", type=_positive, help="the revision you read (get)")
+    forget.add_argument("--role", action="append", dest="roles", help="policy: the memories of turns in this role")
+    forget.add_argument("--before", type=_aware_time, help="policy: ... and of turns said before this (ISO-8601)")
+    forget.add_argument("--phatic", action="store_true", default=None, help="policy: ... and phatic ones")
+    forget.add_argument("--in-namespace", dest="policy_namespace", help="policy: only this namespace")
+    forget.add_argument("--dry-run", action="store_true", help="policy: count what would go, change nothing")
     restore = commands.add_parser("restore", help="bring a forgotten memory back into recall")
     restore.add_argument("memory_id")
     for parser_ in (forget, restore):

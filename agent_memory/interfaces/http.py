@@ -173,6 +173,11 @@ class JobBody(_Body):
     now: Time | None = None
     out: str | None = Field(default=None, description="Refused (400): GET /v1/export/policy streams the export")
     labelled_only: bool = Field(default=True, description="Export only, which is refused (see `out`)")
+    roles: list[str] | None = Field(default=None, description="forget only: forget memories of turns in these roles")
+    before: Time | None = Field(default=None, description="forget only: ... and of turns said before this")
+    phatic: bool | None = Field(default=None, description="forget only: ... and phatic ones")
+    namespace: str | None = Field(default=None, description="forget only: in this namespace (default: all)")
+    dry_run: bool = Field(default=False, description="forget only: count, change nothing")
 
 
 class NDJSONResponse(StreamingResponse):
@@ -362,6 +367,8 @@ def _job_options(name: str, body: JobBody | None) -> dict[str, Any]:
     """Export writes a file, and the HTTP caller does not choose the daemon's paths: it is streamed instead."""
     if name == "export":
         raise InvalidInput(EXPORT_STREAMED)
+    if name == "forget" and body is not None:
+        return body.model_dump(include={"roles", "before", "phatic", "namespace", "dry_run"})
     return {}
 
 

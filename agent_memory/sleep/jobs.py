@@ -21,6 +21,7 @@ from agent_memory.sleep.consolidation import run_compaction
 from agent_memory.sleep.decay import run_decay, run_tiering
 from agent_memory.sleep.digests import run_digests
 from agent_memory.sleep.dream import run_dream
+from agent_memory.sleep.forget import run_forgetting
 from agent_memory.sleep.index import run_index
 from agent_memory.sleep.keywords import run_reweight
 
@@ -37,6 +38,7 @@ JOBS: dict[str, Job] = {
     "reweight": lambda m, now: run_reweight(m.records, now, m.config),
     "dream": run_dream,
     "index": run_index,
+    "forget": run_forgetting,
     "export": lambda m, now, out, labelled_only=True: export_policy(m.records, out, labelled_only=labelled_only),
 }
 
@@ -68,10 +70,11 @@ async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = N
     return (await manager.records.job_runs(name, limit=1))[0]
 
 
-SLEEP_CYCLE = ("decay", "tier", "compact", "digest", "reweight", "dream", "assess", "index")
+SLEEP_CYCLE = ("forget", "decay", "tier", "compact", "digest", "reweight", "dream", "assess", "index")
 """A full sleep cycle, in the order that lets each job use what the one before it wrote. Digests come after
 consolidation: a statement that a merge already holds is not gathered again (LoCoMo dev, a full cycle on the
-keep-all store, recall at 2,048 tokens: multi-hop 0.711 with digests first, 0.728 with them after)."""
+keep-all store, recall at 2,048 tokens: multi-hop 0.711 with digests first, 0.728 with them after). The forgetting
+policies go first (off by default: then the job changes nothing), so nothing else works on what they take."""
 
 
 async def run_cycle(manager: MemoryManager, *, now: datetime | None = None) -> list[JobRun]:

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import aiosqlite
@@ -19,6 +19,7 @@ from agent_memory.storage.inserts import enqueue, insert_memory
 from agent_memory.storage.rows import dt, ts
 
 REVISION_COLUMNS = "memory_id, revision, content, status, began_at, ended_at, change, agent, reason"
+at_epoch = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,60 @@ class RevisionQueries:
                 "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'payload')",
                 (change.memory_id, ts(change.at)),
             )
+
+    async def forgettable(
+        self,
+        *,
+        namespace: str | None,
+        roles: Sequence[str],
+        before: datetime | None,
+        every: bool,
+        after_rowid: int,
+        limit: int,
+    ) -> list[tuple[int, str, str, str, datetime]]:
+        """(rowid, memory id, content, role, said at) of active turn memories a forgetting policy may take:
+        generation 0, text, not kept by the fast path, from a turn in `roles` or said before `before` (or, with
+        `every`, all of them, for a policy judged on the words), in rowid order from `after_rowid`."""
+        marks = ",".join("?" * len(roles))
+        by_role = f"t.role IN ({marks})" if roles else "0"
+        rows = await self._fetch(
+            "SELECT m.rowid, m.memory_id, m.content, t.role, t.at FROM memories m "
+            "JOIN turns t ON t.turn_id = m.source_turn_id "
+            "WHERE m.rowid > ? AND m.status = 'active' AND m.generation = 0 AND m.media = 'text' AND m.fast_path = 0 "
+            f"AND (? IS NULL OR m.namespace = ?) AND ({by_role} OR (? IS NOT NULL AND t.at < ?) OR ?) "
+            "ORDER BY m.rowid LIMIT ?",
+            (after_rowid, namespace, namespace, *roles, ts(before), ts(before), int(every), limit),
+        )
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), dt(r[4]) or at_epoch) for r in rows]
+
+    async def forget_many(self, memory_ids: Sequence[str], *, at: datetime, agent: str, reason: str) -> int:
+        """Forget these memories (those still active) in one transaction, each keeping its revision; returns how
+        many were forgotten."""
+        if not memory_ids:
+            return 0
+        marks = ",".join("?" * len(memory_ids))
+        async with self.transaction() as db:
+            active = [
+                r[0]
+                for r in await db.execute_fetchall(
+                    f"SELECT memory_id FROM memories WHERE memory_id IN ({marks}) AND status = 'active'",
+                    list(memory_ids),
+                )
+            ]
+            await db.executemany(
+                f"INSERT INTO memory_revisions ({REVISION_COLUMNS}) SELECT memory_id, revision, content, status, "
+                "coalesce(revised_at, created_at), ?, 'forget', ?, ? FROM memories WHERE memory_id = ?",
+                [(ts(at), agent, reason, i) for i in active],
+            )
+            await db.executemany(
+                "UPDATE memories SET status = 'forgotten', revision = revision + 1, revised_at = ? WHERE memory_id = ?",
+                [(ts(at), i) for i in active],
+            )
+            await db.executemany(
+                "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'payload')",
+                [(i, ts(at)) for i in active],
+            )
+        return len(active)
 
     async def revisions(self, memory_id: str) -> list[Revision]:
         """Every earlier revision of the memory, oldest first; MemoryNotFound for an unknown id."""

@@ -16,6 +16,7 @@ reported, and no repair can bring it back.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -24,11 +25,13 @@ from pathlib import Path
 from agent_memory.errors import CorruptRecord
 from agent_memory.models import Disagreement, DoctorReport, LogPosition, TurnRow
 from agent_memory.storage.base import GraphStore, VectorStore
+from agent_memory.storage.graph_projection import SESSION_KEYS
 from agent_memory.storage.image_files import remove_files, stored_files
 from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.outbox import IMAGE, TEXT, vector_items
 from agent_memory.storage.records import SqliteRecords
 
+log = logging.getLogger(__name__)
 ORPHAN_GRACE = timedelta(minutes=10)
 UNNAMED_FILES = "image files no memory names"
 UNINDEXED = "logged turns missing from SQLite"
@@ -141,6 +144,32 @@ async def rebuild(
             removed = await asyncio.to_thread(remove_files, data_dir, disagreement.ids)
             done.append(f"{removed} image files no memory names removed")
     return tuple(done)
+
+
+async def rebuild_missing(
+    records: SqliteRecords, graph_store: GraphStore, vector_store: VectorStore, *, graph: bool, vectors: bool
+) -> None:
+    """On open: rebuild the projections that could not be opened (`graph`, `vectors`), and those that are empty
+    while SQLite holds memories they must hold (deleted, or never built) or in an older format, rather than serve an
+    empty graph or index until someone runs doctor --repair. An empty one whose memories all wait in the outbox
+    only lags: the outbox is replayed next."""
+    if not await records.has_projected_memories():
+        await records.set_projection_format("session_keys", SESSION_KEYS)
+    else:
+        if not graph and await records.projection_format("session_keys") != SESSION_KEYS:
+            log.warning("the graph's session nodes are in an older format; rebuilding the graph from SQLite")
+            graph = True
+        if not graph and (await graph_store.counts())["Memory"] == 0:
+            log.warning("the graph is empty while SQLite holds memories; rebuilding it from SQLite")
+            graph = True
+        if not vectors and await vector_store.count(TEXT) == 0 and await vector_store.count(IMAGE) == 0:
+            log.warning("the vector index is empty while SQLite holds memories; rebuilding it from SQLite")
+            vectors = True
+    if graph:
+        await rebuild_graph(records, graph_store)
+        await records.set_projection_format("session_keys", SESSION_KEYS)
+    if vectors:
+        await rebuild_vectors(records, vector_store)
 
 
 async def rebuild_graph(records: SqliteRecords, graph: GraphStore) -> None:

@@ -10,6 +10,7 @@ side. The plan is made inside the transaction that writes it (storage/fact_recor
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -94,9 +95,8 @@ class Facts:
         for record in records:
             if record.role is not Role.USER:
                 continue
-            decisions += [
-                await self._decide(record, c, now) for c in extract(record.content, subject=SPEAKER, now=record.at)
-            ]
+            found = await asyncio.to_thread(extract, record.content, subject=SPEAKER, now=record.at)  # dateparser
+            decisions += [await self._decide(record, candidate, now) for candidate in found]
         if decisions:
             await self._records.log_fact_decisions(decisions)
         return decisions

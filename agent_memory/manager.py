@@ -50,7 +50,6 @@ from agent_memory.retrieval_log import RetrievalLog
 from agent_memory.revisions import Revisions
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
-from agent_memory.storage.graph_projection import SESSION_KEYS
 from agent_memory.storage.grep import RipgrepJournalSearch
 from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.lock import OwnerLock
@@ -170,12 +169,9 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 keywords=self.extractor.keywords,
             )
             await self.embedder.load()
-            rebuild_graph, rebuild_vectors = await self._missing_projections(rebuild_graph, rebuild_vectors)
-            if rebuild_graph:
-                await doctor.rebuild_graph(self.records, self.graph)
-                await self.records.set_projection_format("session_keys", SESSION_KEYS)
-            if rebuild_vectors:
-                await doctor.rebuild_vectors(self.records, self.vectors)
+            await doctor.rebuild_missing(
+                self.records, self.graph, self.vectors, graph=rebuild_graph, vectors=rebuild_vectors
+            )
             self.retrieval_log = RetrievalLog(
                 self.records, self.embedder.embed_query, delay=self.config.retrieval.record_delay
             )
@@ -207,23 +203,6 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self.projector.start()
             stack.push_async_callback(self.projector.stop)
             self._stack = stack.pop_all()
-
-    async def _missing_projections(self, graph: bool, vectors: bool) -> tuple[bool, bool]:
-        """A projection that is empty while SQLite holds memories was deleted (or never built): rebuild it on open,
-        as for an unreadable one, rather than serve an empty graph or index until someone runs doctor --repair."""
-        if not await self.records.has_projected_memories():  # none yet, or all still in the outbox: replayed next
-            await self.records.set_projection_format("session_keys", SESSION_KEYS)
-            return graph, vectors
-        if not graph and await self.records.projection_format("session_keys") != SESSION_KEYS:
-            log.warning("the graph's session nodes are in an older format; rebuilding the graph from SQLite")
-            graph = True
-        if not graph and (await self.graph.counts())["Memory"] == 0:
-            log.warning("the graph is empty while SQLite holds memories; rebuilding it from SQLite")
-            graph = True
-        if not vectors and await self.vectors.count(TEXT) == 0 and await self.vectors.count(IMAGE) == 0:
-            log.warning("the vector index is empty while SQLite holds memories; rebuilding it from SQLite")
-            vectors = True
-        return graph, vectors
 
     async def close(self) -> None:
         """Finish projecting, then close every engine in reverse order. Idempotent."""

@@ -13,9 +13,11 @@ import asyncio
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,6 +125,47 @@ CASES = [
         ("serve", "--host", "0.0.0.0", "--port", "0"),
         ("'0.0.0.0'", "not a loopback address", "--allow-remote"),
     ),
+    # the correction and fact commands (issue #20)
+    Case("get-unknown-memory", ("get", "no-such-memory"), ("No memory with id 'no-such-memory'",), "{ro}", "store"),
+    Case(
+        "history-unknown-memory",
+        ("history", "no-such-memory"),
+        ("No memory with id 'no-such-memory'",),
+        "{ro}",
+        "store",
+    ),
+    Case("update-without-revision", ("update", "m1", "text"), ("--expected-revision",)),
+    Case("update-revision-zero", ("update", "m1", "text", "--expected-revision", "0"), ("must be a positive integer",)),
+    Case(
+        "update-unknown-memory",
+        ("update", "no-such-memory", "text", "--expected-revision", "1"),
+        ("No memory with id 'no-such-memory'",),
+        "{ro}",
+        "store",
+    ),
+    Case("supersede-empty-text", ("supersede", "m1", " ", "--expected-revision", "1"), ("empty",), "{ro}", "store"),
+    Case("forget-nothing-named", ("forget",), ("needs a MEMORY_ID, or a policy",)),
+    Case("forget-without-revision", ("forget", "m1"), ("--expected-revision",)),
+    Case("forget-unknown-role", ("forget", "--role", "narrator"), ("argument --role", "'narrator'")),
+    Case("forget-naive-before", ("forget", "--before", "yesterday"), ("not an ISO-8601 time",)),
+    Case(
+        "restore-unknown-memory",
+        ("restore", "no-such-memory"),
+        ("No memory with id 'no-such-memory'",),
+        "{ro}",
+        "store",
+    ),
+    Case(
+        "remember-blank-attribute",
+        ("remember", "Ana", " ", "Porto"),
+        ("attribute must be non-empty text",),
+        "{ro}",
+        "store",
+    ),
+    Case("remember-bad-time", ("remember", "Ana", "city", "Porto", "--at", "soon"), ("not an ISO-8601 time",)),
+    Case("facts-bad-as-of", ("facts", "--as-of", "1999-13-01"), ("not an ISO-8601 time",)),
+    Case("facts-bad-namespace", ("facts", "--namespace", "../x"), ("Invalid namespace",), "{ro}", "store"),
+    Case("history-fact-blank", ("history", "Ana", " "), ("attribute must be non-empty text",), "{ro}", "store"),
 ]
 IN_A_PROCESS = {"ingest-invalid-utf8", "ingest-batch-zero", "data-dir-dev-null", "data-dir-read-only"}
 
@@ -177,9 +220,11 @@ def paths(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Paths]:
     undo: Callable[[], object] = lambda: None  # noqa: E731
     if case.setup in ("immutable_dir", "readonly_dir"):
         p.ro.mkdir()
-    if case.setup in ("readonly_store", "readonly_db"):
+    if case.setup in ("readonly_store", "readonly_db", "store"):
         shutil.copytree(request.getfixturevalue("built_store"), p.ro)
-    if case.setup == "readonly_dir":
+    if case.setup == "store":  # a writable store: the command fails on its input and must change nothing
+        pass
+    elif case.setup == "readonly_dir":
         p.ro.chmod(0o500)  # as root, this case runs in a child process that lacks CAP_DAC_OVERRIDE
         undo = lambda: p.ro.chmod(0o700)  # noqa: E731
     elif case.setup:
@@ -241,6 +286,17 @@ def test_bad_invocation_is_one_clear_line(
         err = capsys.readouterr().err
     check_one_clear_line(case, paths, code, err)
     assert not paths.store.exists(), "a failed command left a data directory behind"
+    if case.setup == "store":
+        assert stored_rows(paths.ro) == {"turns": 3, "memory_revisions": 0, "facts": 0, "fact_decisions": 0}
+
+
+def stored_rows(store: Path) -> dict[str, int]:
+    """What a failed command must leave as the built store had it."""
+    with closing(sqlite3.connect(store / "memory.db")) as db:
+        return {
+            t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("turns", "memory_revisions", "facts", "fact_decisions")
+        }
     assert not (paths.tmp / "owner.lock").exists(), "a store was made in the current directory"
 
 

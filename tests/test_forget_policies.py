@@ -106,4 +106,8 @@ async def test_the_policies_through_http(manager: MemoryManager) -> None:
         assert answer.status_code == 200 and answer.json()["counts"]["forgotten"] == 1
         bad = await c.post("/v1/jobs/forget", json={"before": "2025-01-01T00:00:00"})  # no timezone
         assert bad.status_code == 422
+        unknown = await c.post("/v1/jobs/forget", json={"roles": ["narrator"]})
+        assert unknown.status_code == 422 and unknown.json()["error"]["code"] == "invalid_request"
+        for role in ("user", "assistant", "system", "tool"):  # every role the memory knows is taken
+            assert (await c.post("/v1/jobs/forget", json={"roles": [role], "dry_run": True})).status_code == 200
     assert (await manager.get(ids["assistant"])).status is MemoryStatus.FORGOTTEN

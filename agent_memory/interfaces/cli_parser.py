@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from agent_memory.errors import InvalidInput
+from agent_memory.models import Role
 
 
 class Parser(argparse.ArgumentParser):
@@ -145,7 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     forget.add_argument("memory_id", nargs="?", help="one memory (with --expected-revision); none: the policy flags")
     forget.add_argument("--expected-revision", type=_positive, help="the revision you read (get)")
-    forget.add_argument("--role", action="append", dest="roles", help="policy: the memories of turns in this role")
+    forget.add_argument(
+        "--role",
+        action="append",
+        dest="roles",
+        choices=[role.value for role in Role],
+        help="policy: the memories of turns in this role",
+    )
     forget.add_argument("--before", type=_aware_time, help="policy: ... and of turns said before this (ISO-8601)")
     forget.add_argument("--phatic", action="store_true", default=None, help="policy: ... and phatic ones")
     forget.add_argument("--in-namespace", dest="policy_namespace", help="policy: only this namespace")

@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.encoders import jsonable_encoder
@@ -173,7 +173,9 @@ class JobBody(_Body):
     now: Time | None = None
     out: str | None = Field(default=None, description="Refused (400): GET /v1/export/policy streams the export")
     labelled_only: bool = Field(default=True, description="Export only, which is refused (see `out`)")
-    roles: list[str] | None = Field(default=None, description="forget only: forget memories of turns in these roles")
+    roles: list[Literal["user", "assistant", "system", "tool"]] | None = Field(
+        default=None, description="forget only: forget memories of turns in these roles"
+    )
     before: Time | None = Field(default=None, description="forget only: ... and of turns said before this")
     phatic: bool | None = Field(default=None, description="forget only: ... and phatic ones")
     namespace: str | None = Field(default=None, description="forget only: in this namespace (default: all)")

@@ -106,6 +106,11 @@ class LocalStore:
 
     def __init__(self, manager: MemoryManager) -> None:
         self.manager = manager
+        # The corrections and facts are the manager's own calls, with the same signatures as the daemon's client.
+        self.get, self.history = manager.get, manager.history
+        self.update, self.supersede = manager.update, manager.supersede
+        self.forget, self.restore = manager.forget, manager.restore
+        self.remember_fact, self.facts, self.fact_history = manager.remember_fact, manager.facts, manager.fact_history
 
     async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]:
         return await self.manager.process_turns(turns)
@@ -129,74 +134,6 @@ class LocalStore:
 
     async def doctor(self, *, repair: bool = False) -> DoctorReport:
         return await self.manager.doctor(repair=repair)
-
-    async def get(self, memory_id: str) -> Memory:
-        return await self.manager.get(memory_id)
-
-    async def update(
-        self,
-        memory_id: str,
-        content: str,
-        *,
-        expected_revision: int,
-        agent: str | None = None,
-        reason: str | None = None,
-    ) -> Memory:
-        return await self.manager.update(
-            memory_id, content, expected_revision=expected_revision, agent=agent, reason=reason
-        )
-
-    async def supersede(
-        self,
-        memory_id: str,
-        content: str,
-        *,
-        expected_revision: int,
-        agent: str | None = None,
-        reason: str | None = None,
-    ) -> Memory:
-        return await self.manager.supersede(
-            memory_id, content, expected_revision=expected_revision, agent=agent, reason=reason
-        )
-
-    async def history(self, memory_id: str) -> list[Revision]:
-        return await self.manager.history(memory_id)
-
-    async def forget(
-        self, memory_id: str, *, expected_revision: int, agent: str | None = None, reason: str | None = None
-    ) -> Memory:
-        return await self.manager.forget(memory_id, expected_revision=expected_revision, agent=agent, reason=reason)
-
-    async def restore(self, memory_id: str, *, agent: str | None = None, reason: str | None = None) -> Memory:
-        return await self.manager.restore(memory_id, agent=agent, reason=reason)
-
-    async def remember_fact(
-        self,
-        subject: str,
-        attribute: str,
-        value: str,
-        *,
-        valid_at: datetime | None = None,
-        source: str | None = None,
-        confidence: float = 1.0,
-        namespace: str = "default",
-    ) -> Fact:
-        return await self.manager.remember_fact(
-            subject, attribute, value, valid_at=valid_at, source=source, confidence=confidence, namespace=namespace
-        )
-
-    async def facts(
-        self,
-        subject: str | None = None,
-        *,
-        as_of: datetime | None = None,
-        known_at: datetime | None = None,
-        namespace: str = "default",
-    ) -> list[Fact]:
-        return await self.manager.facts(subject, as_of=as_of, known_at=known_at, namespace=namespace)
-
-    async def fact_history(self, subject: str, attribute: str, *, namespace: str = "default") -> list[Fact]:
-        return await self.manager.fact_history(subject, attribute, namespace=namespace)
 
 
 @asynccontextmanager

@@ -42,7 +42,7 @@ START_TIMEOUT, STOP_TIMEOUT = 300.0, 300.0  # seconds: the daemon loads its mode
 CLI = [sys.executable, "-m", "agent_memory.interfaces.cli"]
 TURN, BULK, RETRIEVE = "POST /v1/turns", "POST /v1/turns/bulk", "POST /v1/retrieve"
 CONTEXT, STATS, MEMORY = "POST /v1/context", "GET /v1/stats", "GET /v1/memories/{id}"
-UPDATE = "POST /v1/memories/{id}/update"
+UPDATE, FACT, FACTS = "POST /v1/memories/{id}/update", "POST /v1/facts", "GET /v1/facts"
 TurnKey = tuple[str, str, int]
 
 
@@ -202,12 +202,13 @@ class LoadClient:
         self.acks: list[Ack] = []
         self.memory_ids: list[str] = []
         self.revised: dict[str, tuple[int, str]] = {}  # memory id -> (revision, content hash) its last update left
+        self.stated: dict[str, str] = {}  # attribute -> the value this client last stated, all true from one time
 
-    async def call(self, route: str, method: str, url: str, body: Any = None) -> Any:
+    async def call(self, route: str, method: str, url: str, body: Any = None, params: Any = None) -> Any:
         """The answer's JSON when it is 2xx, else None (recorded either way)."""
         started = time.perf_counter()
         try:
-            response = await self.http.request(method, url, json=body)
+            response = await self.http.request(method, url, json=body, params=params)
             answer = response.json() if response.is_success else None
         except (httpx.HTTPError, ValueError) as exc:
             self.recorder.record(route, time.perf_counter() - started, type(exc).__name__)
@@ -267,6 +268,16 @@ class LoadClient:
         if (answer := await self.call(UPDATE, "POST", f"/v1/memories/{memory_id}/update", body)) is not None:
             self.revised[memory_id] = (int(answer["revision"]), content_hash(content))
 
+    async def fact(self) -> None:
+        """State a fact of this client's own subject (a new value closes the old one), or read its facts."""
+        if self.stated and self.rng.random() < 0.5:
+            await self.call(FACTS, "GET", "/v1/facts", params={"namespace": self.namespace, "subject": "client"})
+            return
+        attribute, value = self.rng.choice(("city", "job", "team")), self.rng.choice(WORDS)
+        body = {"subject": "client", "attribute": attribute, "value": value, "namespace": self.namespace}
+        if await self.call(FACT, "POST", "/v1/facts", body) is not None:
+            self.stated[attribute] = value
+
     async def run(self, deadline: float) -> None:
         names = list(MIX)
         weights = [MIX[name][0] for name in names]
@@ -274,10 +285,11 @@ class LoadClient:
             await MIX[self.rng.choices(names, weights)[0]][1](self)
 
 
-# The request mix: one entry per kind of request, (weight, action). Facts join as one entry.
+# The request mix: one entry per kind of request, (weight, action).
 MIX: dict[str, tuple[float, Callable[[LoadClient], Awaitable[None]]]] = {
-    "turn": (0.30, LoadClient.turn),
+    "turn": (0.25, LoadClient.turn),
     "update": (0.05, LoadClient.update),
+    "fact": (0.05, LoadClient.fact),
     "bulk": (0.15, LoadClient.bulk),
     "retrieve": (0.20, LoadClient.retrieve),
     "context": (0.12, LoadClient.context),
@@ -367,7 +379,9 @@ async def run_load(
     report.doctor_exit, report.divergent = await run_doctor(data_dir)
     config = load_config(environ={}, data_dir=str(data_dir))
     async with MemoryManager.open(config, embedder=embedder or make_embedder(config)) as manager:
-        report.lost = await check_acks(manager, acks) + await check_updates(manager, load)
+        report.lost = (
+            await check_acks(manager, acks) + await check_updates(manager, load) + await check_facts(manager, load)
+        )
     return report
 
 
@@ -379,6 +393,19 @@ async def check_updates(manager: MemoryManager, clients: Sequence[LoadClient]) -
             memory = await manager.records.find_memory(memory_id)
             if memory is None or (memory.revision, content_hash(memory.content)) != (revision, digest):
                 lost.append(f"update of {memory_id} to revision {revision}: not what the store holds")
+    return lost
+
+
+async def check_facts(manager: MemoryManager, clients: Sequence[LoadClient]) -> list[str]:
+    """Every client's last acknowledged value of each attribute is the one its subject holds now."""
+    lost = []
+    for client in clients:
+        held = {f.attribute: f.value for f in await manager.facts("client", namespace=client.namespace)}
+        lost += [
+            f"{client.namespace} {a} = {v}: the store holds {held.get(a)!r}"
+            for a, v in client.stated.items()
+            if held.get(a) != v
+        ]
     return lost
 
 

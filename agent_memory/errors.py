@@ -7,7 +7,9 @@ AgentMemoryError
     MemoryNotCurrent          a change to a memory that is superseded or merged: change the one that replaced it
   RevisionConflict            a change named a revision that is not the memory's current one; nothing changed
   NotFound(LookupError)       MemoryNotFound, TurnNotFound
+    MemoryErased              the memory was erased (erase()): only the erase's record names it
   StorageError                an engine failed; __cause__ is the engine's own exception
+    RecordErased              a log record read by position is an erase's tombstone
     CorruptRecord             a log record or row failed its checksum
     StoreLocked               another owner holds the data directory
     DataDirError              the data directory is not a directory, cannot be created, or cannot be written
@@ -104,8 +106,24 @@ class TurnNotFound(NotFound):
         self.turn_id = turn_id
 
 
+class MemoryErased(NotFound):
+    """The memory was erased: its words are gone from every file; only the erase's record remains."""
+
+    def __init__(self, memory_id: str, erase_id: str, erased_at: str) -> None:
+        super().__init__(f"Memory {memory_id!r} was erased (erase {erase_id} at {erased_at}); nothing of it is kept")
+        self.memory_id, self.erase_id, self.erased_at = memory_id, erase_id, erased_at
+
+
 class StorageError(AgentMemoryError):
     """An engine failed; ``__cause__`` holds the engine's own exception."""
+
+
+class RecordErased(StorageError):
+    """A log record read by its position was erased: a tombstone holds its place."""
+
+    def __init__(self, where: str, erase_id: str) -> None:
+        super().__init__(f"The log record at {where} was erased (erase {erase_id})")
+        self.erase_id = erase_id
 
 
 class CorruptRecord(StorageError):

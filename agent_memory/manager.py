@@ -22,7 +22,7 @@ from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.engines import make_embedder, open_projection, open_vectors
-from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, TurnNotFound
+from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, MemoryErased, MemoryNotFound, TurnNotFound
 from agent_memory.facts import Facts
 from agent_memory.image_path import ImagePath
 from agent_memory.llm.client import LiteLLMClient
@@ -47,6 +47,7 @@ from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
 from agent_memory.recovery import LogRecovery
 from agent_memory.retrieval_log import RetrievalLog
+from agent_memory.eraser import ErasePlan, EraseResult, Eraser
 from agent_memory.revisions import Revisions
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
@@ -197,8 +198,22 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 notify=self.projector.notify,
             )
             self._facts = Facts(self.records, multi_valued=self.config.facts.multi_valued, clock=self.clock)
+            self.eraser = Eraser(
+                self.records,
+                self.journal,
+                self.graph,
+                self.vectors,
+                drain=self.projector.drain,
+                flush_retrievals=self.retrieval_log.flush,
+                embed=self.embedder.embed,
+                extract=self.extractor.extract,
+                min_statements=self.config.sleep.digest_min_statements,
+                data_dir=data_dir,
+                clock=self.clock,
+            )
             self.recovered_turns = (await self.recovery.recover()).indexed
             await self.projector.drain()
+            await self.eraser.resume()  # an erase a crash cut short is finished before anything reads
             await self.projector.recount()
             self.projector.start()
             stack.push_async_callback(self.projector.stop)
@@ -344,7 +359,12 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         as the projector will."""
         self._check_open()
         await self._recorded()
-        memory = await self.records.get_memory(memory_id)
+        try:
+            memory = await self.records.get_memory(memory_id)
+        except MemoryNotFound:
+            if erased := await self.eraser.erased(memory_id):
+                raise MemoryErased(memory_id, *erased) from None
+            raise
         if await self.records.keywords_pending(memory_id):
             memory = replace(memory, keywords=await self.projector.keywords_of(memory_id, memory.content))
         return memory
@@ -392,6 +412,42 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         """Bring a forgotten memory back into recall."""
         self._check_open()
         return await self.revisions.restore(memory_id, agent=agent, reason=reason)
+
+    async def erase(
+        self,
+        *,
+        reason: str,
+        memory_ids: Sequence[str] = (),
+        turn_ids: Sequence[str] = (),
+        session_id: str | None = None,
+        namespace: str = "default",
+        whole_namespace: bool = False,
+    ) -> EraseResult:
+        """Remove every byte of the named content from every file of the data directory, and prove it: the result's
+        `proof` is a scan of every file for each distinctive 16-byte piece of the erased words (hits must be 0).
+        Takes the turns named and their memories, the memories named and what they were made from, and the merges
+        and digests made from them (eraser.py). Crash-safe: an erase cut short is finished on the next open."""
+        self._check_open()
+        return await self.eraser.erase(
+            reason=reason, memory_ids=memory_ids, turn_ids=turn_ids, session_id=session_id, namespace=namespace,
+            whole_namespace=whole_namespace,
+        )  # fmt: skip
+
+    async def erase_plan(
+        self,
+        *,
+        memory_ids: Sequence[str] = (),
+        turn_ids: Sequence[str] = (),
+        session_id: str | None = None,
+        namespace: str = "default",
+        whole_namespace: bool = False,
+    ) -> ErasePlan:
+        """What `erase` with the same selection would take (a dry run): nothing is changed."""
+        self._check_open()
+        return await self.eraser.plan(
+            memory_ids=memory_ids, turn_ids=turn_ids, session_id=session_id, namespace=namespace,
+            whole_namespace=whole_namespace,
+        )  # fmt: skip
 
     async def history(self, memory_id: str) -> list[Revision]:
         """Every earlier revision of a memory, oldest first: content, status, when, by which agent, why."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -337,6 +338,28 @@ class KuzuGraph:
                 if node not in seeds and (node not in reached or step.hops < reached[node].hops):
                     reached[node] = step
         return sorted(reached.values(), key=lambda s: (s.hops, s.memory_id))
+
+    async def rebuild_fresh(self, memories: Sequence[GraphMemory]) -> None:
+        """Rebuild into new files: close the database, delete its files, open an empty one and bulk-load
+        `memories`. Kuzu keeps a deleted node's strings in its pages even after a checkpoint, so an erase that
+        dropped an entity uses this, and no old file holds the name."""
+        await self._call("fresh rebuild", self._rebuild_fresh_sync, memories)
+
+    def _rebuild_fresh_sync(self, memories: Sequence[GraphMemory]) -> None:
+        directory = self._path.parent
+        self._close_sync()
+        for leftover in directory.glob("graph.kuzu*"):
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
+        self._open_sync(directory)
+        self._rebuild_sync(memories)
+        self._run("CHECKPOINT")
+
+    async def checkpoint(self) -> None:
+        """Write the WAL into the database files and cut it (an erase: no old WAL frame keeps a deleted node)."""
+        await self._call("checkpoint", self._run, "CHECKPOINT")
 
     async def rebuild(self, memories: Sequence[GraphMemory]) -> None:
         """Replace the whole graph with `memories`, bulk-loaded from CSV files; on failure the old graph stays."""

@@ -1,6 +1,11 @@
 """The raw log: append-only JSONL segments, byte-offset addressed, checksummed, crash-tolerant.
 
 Every blocking file call runs on one owner thread, so the event loop never waits on the disk.
+
+The one rewrite is an erase (eraser.py): each erased record's line becomes a tombstone of exactly its length (its
+ids, no content, padded with spaces), so every other record keeps its offset. A segment is rewritten whole into a
+temporary file, synced and renamed over the old one: after a crash it is either the old file or the new one.
+`scan` passes over tombstones; `read` of one raises RecordErased.
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agent_memory.errors import ClosedError, CorruptRecord, StorageError
+from agent_memory.errors import ClosedError, CorruptRecord, RecordErased, StorageError
 from agent_memory.models import EmotionalContext, LogPosition, LogRecord, Role, TurnId
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 SCAN_CHUNK = 2048  # records per hop to the journal thread: a large log is never held in memory whole
 SEGMENT_RE = re.compile(r"^segment-(\d{8})\.jsonl$")
+ERASING_SUFFIX = ".erasing"  # a segment being rewritten by an erase; left over only by a crash, and removed
+TOMBSTONE_PREFIX = b'{"v":1,"erased":'
 
 
 def segment_name(number: int) -> str:
@@ -59,7 +66,32 @@ def encode_record(record: LogRecord) -> tuple[bytes, str]:
     return (line + "\n").encode("utf-8"), checksum
 
 
+def is_tombstone(raw: bytes) -> bool:
+    return raw.startswith(TOMBSTONE_PREFIX)
+
+
+def encode_tombstone(record: LogRecord, erase_id: str, length: int) -> bytes:
+    """The line that takes an erased record's place: its ids and time, no content, padded to `length` bytes."""
+    body = {
+        "v": 1,
+        "erased": erase_id,
+        "turn_id": record.turn_id,
+        "namespace": record.namespace,
+        "session_id": record.session_id,
+        "turn_number": record.turn_number,
+        "role": record.role.value,
+        "at": record.at.isoformat(),
+    }
+    line = json.dumps({**body, "checksum": checksum_of(body)}, ensure_ascii=False, separators=(",", ":"))
+    raw = line.encode("utf-8")
+    if len(raw) + 1 > length:  # a record always holds these fields and more; this would be a bug, not bad input
+        raise StorageError(f"A tombstone of {len(raw) + 1} bytes does not fit the {length}-byte record it replaces")
+    return raw + b" " * (length - len(raw) - 1) + b"\n"
+
+
 def decode_record(raw: bytes, where: str) -> LogRecord:
+    if is_tombstone(raw):
+        raise RecordErased(where, json.loads(raw).get("erased", ""))
     try:
         data = json.loads(raw)
         stored = data.pop("checksum")
@@ -120,6 +152,8 @@ class JsonlJournal:
     def _open_sync(self) -> None:
         try:
             self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for leftover in self._dir.glob(f"*{ERASING_SUFFIX}"):
+                leftover.unlink()  # an erase's rewrite that a crash cut short: the segment itself is whole
             numbers = self.segments()
             self._segment = numbers[-1] if numbers else 1
             path = self._dir / segment_name(self._segment)
@@ -139,7 +173,8 @@ class JsonlJournal:
         if keep > 0:
             start = data.rfind(b"\n", 0, keep - 1) + 1
             try:
-                decode_record(data[start:keep], f"{path.name}:{start}")
+                if not is_tombstone(data[start:keep]):
+                    decode_record(data[start:keep], f"{path.name}:{start}")
             except CorruptRecord:
                 log.warning("journal: cutting an unreadable last record at %s:%d", path.name, start)
                 keep = start
@@ -252,8 +287,65 @@ class JsonlJournal:
                     if not raw.endswith(b"\n"):
                         break
                     position = LogPosition(number, offset, len(raw))
-                    yield position, decode_record(raw, f"{segment_name(number)}:{offset}")
+                    if not is_tombstone(raw):
+                        yield position, decode_record(raw, f"{segment_name(number)}:{offset}")
                     offset += len(raw)
+
+    async def erase(self, places: Iterable[tuple[LogPosition, str]], erase_id: str) -> int:
+        """Replace each record at `places` (position, the turn id it must hold) by its tombstone, every segment
+        rewritten atomically. Idempotent: a place that already holds a tombstone is left alone. Returns how many
+        records were replaced. A place holding another turn means the caller's offsets are wrong: nothing is
+        written and StorageError says where."""
+        by_segment: dict[int, list[tuple[LogPosition, str]]] = {}
+        for position, turn_id in places:
+            by_segment.setdefault(position.segment, []).append((position, turn_id))
+        replaced = 0
+        for number, wanted in sorted(by_segment.items()):
+            replaced += await self._call(self._erase_in_segment, number, wanted, erase_id)
+        return replaced
+
+    def _erase_in_segment(self, number: int, wanted: list[tuple[LogPosition, str]], erase_id: str) -> int:
+        path = self._dir / segment_name(number)
+        try:
+            data = bytearray(path.read_bytes())
+        except FileNotFoundError:
+            return 0
+        replaced = 0
+        for position, turn_id in wanted:
+            raw = bytes(data[position.offset : position.offset + position.length])
+            where = f"{path.name}:{position.offset}"
+            if is_tombstone(raw):
+                continue
+            record = decode_record(raw, where) if raw.endswith(b"\n") and len(raw) == position.length else None
+            if record is None or record.turn_id != turn_id:
+                raise StorageError(f"The log record at {where} is not turn {turn_id}: nothing was erased there")
+            data[position.offset : position.offset + position.length] = encode_tombstone(
+                record, erase_id, position.length
+            )
+            replaced += 1
+        if replaced:
+            self._replace_segment(path, bytes(data), current=number == self._segment)
+        return replaced
+
+    def _replace_segment(self, path: Path, data: bytes, *, current: bool) -> None:
+        temporary = path.with_name(path.name + ERASING_SUFFIX)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+        dir_fd = os.open(self._dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        if current:  # the open descriptor still names the old file: appends must go to the new one
+            os.close(self._fd)
+            self._fd = os.open(path, os.O_RDWR | os.O_APPEND, 0o600)
 
     def end_bytes(self) -> int:
         """The log's size as this journal has written it, read without touching the disk."""

@@ -369,6 +369,7 @@ async def _configure(db: aiosqlite.Connection) -> None:
     await db.execute("PRAGMA journal_mode = WAL")
     await db.execute("PRAGMA synchronous = FULL")
     await db.execute("PRAGMA foreign_keys = ON")
+    await db.execute("PRAGMA secure_delete = ON")  # freed pages and cells zeroed: an erase leaves no words behind
     await db.execute("PRAGMA busy_timeout = 5000")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -152,6 +152,8 @@ class ScanReport:
     needles: int
     locations: tuple[str, ...] = ()
     """The first hits as "path:offset", relative to the scanned directory."""
+    steps: dict[str, float] = field(default_factory=dict)
+    """Seconds each step of the erase took (filled by the eraser)."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -160,6 +162,7 @@ class ScanReport:
             "hits": self.hits,
             "needles": self.needles,
             "locations": list(self.locations),
+            "steps": dict(self.steps),
         }
 
 

@@ -24,8 +24,10 @@ elsewhere, and freed disk blocks below the file system (an SSD's remapped cells)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -205,16 +207,23 @@ class Eraser:
         return found
 
     async def _carry_out(self, erase_id: str, closure: Closure, texts: list[str], *, purged: bool) -> ScanReport:
+        steps = _Steps()
         if not purged:
             await self._flush_retrievals()  # a retrieval waiting to be recorded may name what goes
             rewrites = await self._digest_rewrites(closure)  # before the log goes: it reads the statements' memories
+            steps.done("digests")
             await self._journal.erase(closure.places, erase_id)
+            steps.done("log")
             await self._store.purge(erase_id, closure, rewrites, self._clock())
+            steps.done("sqlite")
         await asyncio.to_thread(self._remove_images, closure.images, await self._records.media_paths())
         await self._drain()
+        steps.done("projections")
         if closure.rebuild_graph:
             await self._graph.rebuild_fresh(await self._records.all_graph_memories())
-        proof = await self._prove(closure, texts)
+            steps.done("graph_rebuild")
+        proof = await self._prove(closure, texts, steps)
+        proof = dataclasses.replace(proof, steps=steps.seconds)
         await self._store.finish(erase_id, proof.as_dict(), self._clock())
         await self._store.compact_files(vacuum=False)  # the intent's masked words: zeroed, and the WAL cut
         return proof
@@ -251,12 +260,13 @@ class Eraser:
         for relative in sorted(erased - still_named):  # an image file is shared by every memory of the same bytes
             (self._dir / relative).unlink(missing_ok=True)
 
-    async def _prove(self, closure: Closure, texts: list[str]) -> ScanReport:
+    async def _prove(self, closure: Closure, texts: list[str], steps: _Steps) -> ScanReport:
         needles = await asyncio.to_thread(Needles.of, texts)
         live = await self._store.live_texts(closure)
         await asyncio.to_thread(needles.drop_shared, live)
-        logged = [record.content async for _, record in self._journal.scan() if record.turn_id not in closure.turn_ids]
+        logged = await self._journal.contents(excluding=closure.turn_ids)
         await asyncio.to_thread(needles.drop_shared, logged)
+        steps.done("distinctive")
         await self._flush_retrievals()
         for table, column in QUOTING:
             rows = await self._store.quoting(table, column)
@@ -265,12 +275,28 @@ class Eraser:
         await self._store.compact_files(vacuum=False)
         await self._graph.checkpoint()
         await self._vectors.flush()
+        steps.done("compact")
         report = await asyncio.to_thread(scan_tree, self._dir, needles)
+        steps.done("scan")
         if any(place.startswith("memory.db") for place in report.locations):
             log.info("erase: SQLite still holds freed pages with erased words: VACUUM")
             await self._store.compact_files(vacuum=True)
             report = await asyncio.to_thread(scan_tree, self._dir, needles)
+            steps.done("vacuum_and_scan")
         return report
+
+
+class _Steps:
+    """Seconds each step of an erase took, for its report."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.perf_counter()
+
+    def done(self, step: str) -> None:
+        now = time.perf_counter()
+        self.seconds[step] = round(now - self._mark, 3)
+        self._mark = now
 
 
 def _plan(closure: Closure, texts: list[str]) -> ErasePlan:

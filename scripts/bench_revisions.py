@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""update and supersede p50 / p95 beside process_turn on a 10k store (issue #20).
+"""update, supersede, forget and remember_fact p50 / p95 beside process_turn on a 10k store (issue #20).
 
 Usage: python scripts/bench_revisions.py --size 10000 --changes 200 [--keep DIR]
 """

@@ -29,9 +29,13 @@ def raw_hits(root: Path, pieces: tuple[str, ...] = PIECES) -> list[str]:
 
 async def fill(manager: MemoryManager, namespace: str = "default") -> str:
     for i in range(12):
-        await manager.process_turn("s1", i, f"I went hiking on day {i} with my sister Ana near the lake.", namespace=namespace)
+        await manager.process_turn(
+            "s1", i, f"I went hiking on day {i} with my sister Ana near the lake.", namespace=namespace
+        )
     canary = await manager.process_turn("s1", 12, CANARY, namespace=namespace)
-    await manager.process_turn("s1", 13, "Also I really love the Zephyr-Quokka gym, its sauna is great.", namespace=namespace)
+    await manager.process_turn(
+        "s1", 13, "Also I really love the Zephyr-Quokka gym, its sauna is great.", namespace=namespace
+    )
     await manager.settle()
     return canary.turn_id
 
@@ -128,5 +132,5 @@ def test_the_scan_finds_every_form_and_skips_shared_windows(tmp_path: Path) -> N
     (tmp_path / "a.json").write_bytes(b'{"t":"she said \\"ZEBRA quartz canary\\"\\nat dawn in Z\\u00fcrich"}')
     (tmp_path / "b.bin").write_bytes(b"\x00" * 100 + "DAWN IN ZÜRICH".encode().lower() + b"at dawn in z\xc3\xbcrich")
     assert scan_tree(tmp_path, needles).hits > 10
-    dropped = needles.drop_shared(["unrelated", "quartz canary\"\nat dawn"])
+    dropped = needles.drop_shared(["unrelated", 'quartz canary"\nat dawn'])
     assert dropped > 0 and scan_tree(tmp_path, needles).hits > 0

@@ -1,9 +1,10 @@
-"""`update` and `supersede` beside `process_turn`: p50 / p95 on a store of 10k memories (issue #20).
+"""`update`, `supersede`, `forget` and `remember_fact` beside `process_turn`: p50 / p95 at 10k memories (issue #20).
 
 `python scripts/bench_revisions.py --size 10000 --changes 200 [--keep DIR]` builds (or reuses) the retrieval
 latency benchmark's synthetic store (bench/latency.py), opens it with the real embedder, then interleaves
-`--changes` rounds of one `process_turn`, one `update` and one `supersede` (each on a memory of its own), so the
-three see the same machine. Each change embeds its new words with the real model, as a turn does.
+`--changes` rounds of one `process_turn`, one `update`, one `supersede`, one `forget` (each on a memory of its
+own) and one `remember_fact` (a new value of one of ten attributes: half close an earlier value), so all five see
+the same machine. Each change embeds its new words with the real model, as a turn does.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ async def run(size: int, changes: int, keep: Path | None, seed: int = 7, pool: i
             pooled = PooledEmbedder(await real.embed([b.text for b in bases]), {t.text: t.base for t in turns})
             logging.info("building a store of %d turns in %s", size, root)
             await build_store(config, turns, pooled)
-        times: dict[str, list[float]] = {"process_turn": [], "update": [], "supersede": []}
+        times: dict[str, list[float]] = {
+            "process_turn": [], "update": [], "supersede": [], "forget": [], "remember_fact": []
+        }  # fmt: skip
         rng, session = random.Random(seed), f"bench-{new_id()}"
         async with MemoryManager.open(config, embedder=real) as manager:
             for n in range(changes):
@@ -53,6 +56,14 @@ async def run(size: int, changes: int, keep: Path | None, seed: int = 7, pool: i
                 started = time.perf_counter()
                 await manager.supersede(target, f"{words} replaced {n}", expected_revision=1)
                 times["supersede"].append((time.perf_counter() - started) * 1000)
+                gone = (await manager.process_turn(session, 2 * changes + n, f"to forget: {words} {n}")).memory_id
+                assert gone is not None
+                started = time.perf_counter()
+                await manager.forget(gone, expected_revision=1)
+                times["forget"].append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                await manager.remember_fact("user", f"attribute {n % 10}", f"value {n}")
+                times["remember_fact"].append((time.perf_counter() - started) * 1000)
         await real.aclose()
         return times
 
@@ -71,7 +82,7 @@ def render(times: dict[str, list[float]], size: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="update and supersede beside process_turn")
+    parser = argparse.ArgumentParser(description="update, supersede, forget and remember_fact beside process_turn")
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--changes", type=int, default=200)
     parser.add_argument("--keep", type=Path, help="build the store here, and reuse it when present")

@@ -38,6 +38,8 @@ class Closure:
     """Sources of an erased merged memory that are not erased themselves: made active again."""
     images: set[str] = field(default_factory=set)
     """media_path of the erased image memories."""
+    facts: set[str] = field(default_factory=set)
+    """Facts that go whatever their sources (a whole namespace's); others go when every source they name does."""
     rebuild_graph: bool = False
     """Whether an entity goes with them (no other memory names it): Kuzu keeps a deleted node's strings in its
     pages, so the graph is rebuilt into new files."""
@@ -50,6 +52,7 @@ class Closure:
             "digests": json.dumps(sorted(self.digests)),
             "restored": json.dumps(sorted(self.restored)),
             "images": json.dumps(sorted(self.images)),
+            "facts": json.dumps(sorted(self.facts)),
             "rebuild_graph": int(self.rebuild_graph),
         }
 
@@ -62,6 +65,7 @@ class Closure:
             set(json.loads(row["digests"])),
             set(json.loads(row["restored"])),
             set(json.loads(row["images"])),
+            set(json.loads(row["facts"])),
             bool(row["rebuild_graph"]),
         )
 
@@ -160,6 +164,8 @@ class ErasureRecords:
             closure.turn_ids |= {str(r[0]) for r in rows}
             rows = await self._rows("SELECT memory_id FROM memories WHERE namespace = ?", (namespace,))
             closure.memory_ids |= {str(r[0]) for r in rows}
+            rows = await self._rows("SELECT fact_id FROM facts WHERE namespace = ?", (namespace,))
+            closure.facts |= {str(r[0]) for r in rows}
 
     async def _named_memories(self, closure: Closure, namespace: str, memory_ids: Sequence[str]) -> None:
         if not memory_ids:
@@ -242,12 +248,12 @@ class ErasureRecords:
     async def _facts_of(self, closure: Closure) -> list[tuple[str, str, list[str]]]:
         """Facts with an erased source: (fact id, value, the sources left)."""
         erased = closure.turn_ids | closure.memory_ids
-        found = []
-        for fact_id, value, sources in await self._rows(
-            "SELECT fact_id, value, sources FROM facts WHERE sources != '[]'"
-        ):
+        found: list[tuple[str, str, list[str]]] = []
+        for fact_id, value, sources in await self._rows("SELECT fact_id, value, sources FROM facts"):
             listed = json.loads(sources)
-            if erased.intersection(listed):
+            if str(fact_id) in closure.facts:
+                found.append((str(fact_id), str(value), []))
+            elif erased.intersection(listed):
                 found.append((str(fact_id), str(value), [s for s in listed if s not in erased]))
         return found
 
@@ -275,16 +281,20 @@ class ErasureRecords:
         async with self._records.transaction(projected=False) as db:
             await db.execute(
                 "INSERT INTO erasures (erase_id, namespace, requested_at, reason, selector, memory_ids, turn_ids, places, "
-                "digests, restored, images, rebuild_graph, texts, state) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'intent')",
+                "digests, restored, images, facts, rebuild_graph, texts, state) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'intent')",
                 (
                     erase_id, namespace, ts(now), reason, json.dumps(selector), row["memory_ids"], row["turn_ids"],
-                    row["places"], row["digests"], row["restored"], row["images"], row["rebuild_graph"], texts,
+                    row["places"], row["digests"], row["restored"], row["images"], row["facts"], row["rebuild_graph"], texts,
                 ),
             )  # fmt: skip
 
-    async def unfinished(self) -> list[Any]:
-        return await self._rows("SELECT * FROM erasures WHERE state != 'done' ORDER BY requested_at")
+    async def unfinished(self) -> list[dict[str, Any]]:
+        """The intent rows of erases a crash cut short, oldest first, by column name."""
+        names = ("erase_id", "state", "texts", "memory_ids", "turn_ids", "places", "digests", "restored", "images",
+                 "facts", "rebuild_graph")  # fmt: skip
+        rows = await self._rows(f"SELECT {', '.join(names)} FROM erasures WHERE state != 'done' ORDER BY requested_at")
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
     async def purge(self, erase_id: str, closure: Closure, rewrites: Sequence[DigestRewrite], now: datetime) -> None:
         """Every row that holds an erased word, in one transaction (idempotent: a second run finds nothing left)."""
@@ -317,6 +327,7 @@ class ErasureRecords:
             await each("DELETE FROM save_decisions WHERE turn_id IN ({marks})", turns)
             await each("DELETE FROM save_decisions WHERE memory_id IN ({marks})", ids)
             await each("DELETE FROM fact_decisions WHERE turn_id IN ({marks})", turns)
+            await each("DELETE FROM fact_decisions WHERE fact_id IN ({marks})", sorted(closure.facts))
             for fact_id, _, left in facts:
                 if left:
                     await db.execute("UPDATE facts SET sources = ? WHERE fact_id = ?", (json.dumps(left), fact_id))
@@ -378,9 +389,13 @@ class ErasureRecords:
         rows += await self._rows("SELECT memory_id, content FROM memory_revisions")
         rows += await self._rows("SELECT memory_id, sentence FROM digest_statements")
         texts = [str(r[1]) for r in rows if str(r[0]) not in erased]
-        facts = await self._rows("SELECT subject || ' ' || attribute || ' ' || value, sources FROM facts")
+        facts = await self._rows("SELECT subject || ' ' || attribute || ' ' || value, sources, fact_id FROM facts")
         gone = closure.turn_ids | erased
-        return texts + [str(r[0]) for r in facts if not gone.issuperset(json.loads(r[1]) or ["-"])]
+        return texts + [
+            str(r[0])
+            for r in facts
+            if str(r[2]) not in closure.facts and not gone.issuperset(json.loads(r[1]) or ["-"])
+        ]
 
     async def finish(self, erase_id: str, proof: dict[str, Any], now: datetime) -> None:
         async with self._records.transaction(projected=False) as db:

@@ -347,6 +347,25 @@ class JsonlJournal:
             os.close(self._fd)
             self._fd = os.open(path, os.O_RDWR | os.O_APPEND, 0o600)
 
+    async def contents(self, *, excluding: set[str]) -> list[str]:
+        """The words of every record but tombstones and the turns in `excluding`, read without checking checksums
+        (an erase's proof wants what the log holds, fast; doctor checks the checksums)."""
+        return await self._call(self._contents_sync, excluding)
+
+    def _contents_sync(self, excluding: set[str]) -> list[str]:
+        found = []
+        for number in self.segments():
+            with (self._dir / segment_name(number)).open("rb") as fh:
+                for raw in fh:
+                    if raw.endswith(b"\n") and not is_tombstone(raw):
+                        try:
+                            data = json.loads(raw)
+                        except ValueError:
+                            continue  # unreadable: doctor reports it; the scan still reads its bytes
+                        if data.get("turn_id") not in excluding:
+                            found.append(str(data.get("content", "")))
+        return found
+
     def end_bytes(self) -> int:
         """The log's size as this journal has written it, read without touching the disk."""
         with self._positions:

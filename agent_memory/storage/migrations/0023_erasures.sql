@@ -16,6 +16,7 @@ CREATE TABLE erasures (
     digests       TEXT NOT NULL DEFAULT '[]',
     restored      TEXT NOT NULL DEFAULT '[]',
     images        TEXT NOT NULL DEFAULT '[]',
+    facts         TEXT NOT NULL DEFAULT '[]',  -- a whole namespace's facts, whatever their sources
     rebuild_graph INTEGER NOT NULL DEFAULT 0,  -- an entity node went: Kuzu keeps deleted strings, so new files
     texts         BLOB,
     state         TEXT NOT NULL CHECK (state IN ('intent', 'purged', 'done')),

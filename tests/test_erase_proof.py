@@ -15,4 +15,3 @@ def test_two_killed_erases_are_finished_on_the_next_open(tmp_path: Path, capsys:
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == "cycles=2 erased=2 hits=0 divergent=0"
     assert all('"hits": []' in line for line in lines[:-1])
-

@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent_memory.errors import ConfigError
 
@@ -205,6 +205,17 @@ class SleepConfig(_Section):
     """... and those of turns older than this ("P365D"); a zero duration: none by age."""
     forget_phatic: bool = False
     """... and those whose words are only a greeting, a thanks or a reaction (kept by an LLM's verdict, say)."""
+    compress_tokens: int = Field(default=128, ge=0)
+    """Compression (sleep job `compress`): a cold turn memory longer than this many tokens (by
+    `retrieval.token_counter`) is cut to its salient sentences within it; the log keeps every word. 0: off.
+    Chosen on LongMemEval dev (docs/benchmarks.md, compression)."""
+    compress_tier: Literal["cold", "warm"] = "cold"
+    """The warmest tier compression takes: "cold", or "warm" for warm and cold memories."""
+    compress_after: timedelta = timedelta(days=30)
+    """... and only memories of turns said at least this long before the run, whatever their tier."""
+    compress_budget: timedelta = timedelta(minutes=2)
+    """The compress job starts no chunk of cuts (64, each re-embedded) that would end past this, judged by the chunk
+    before; it reports `deferred` and the next run goes on (the daemon's after a rest as long)."""
 
 
 class ExtractionConfig(_Section):
@@ -220,6 +231,14 @@ class FactsConfig(_Section):
     """Find the facts each user turn states about its speaker (name, job, employer, home, relationships, pets, likes,
     dislikes, allergies, plans) as the turn is stored, and remember them through the policy step. Off by default
     until its effect on the benchmarks' contexts is measured (the facts block takes part of their budget)."""
+    block_match: Literal["speaker", "words"] = "speaker"
+    """Which facts about the speaker open a first-person query's context: "speaker", all of them (up to 20);
+    "words", only those whose attribute or value shares a content word with the query. A prototype (issue #20): on
+    LongMemEval dev's knowledge-update questions "speaker" spent a median 153 (up to 271) of a 512-token context's
+    tokens on likes and plans no question asked about."""
+    extractor: Literal["auto", "heuristic", "llm"] = "auto"
+    """What finds those facts: "heuristic", the offline first-person rules; "llm", the configured model (a validated
+    JSON prompt, the rules reading any batch it fails on); "auto", the LLM when `llm.model` is set, else the rules."""
 
 
 class LLMConfig(_Section):
@@ -311,6 +330,8 @@ class ServeConfig(_Section):
     digest_interval: timedelta = timedelta(hours=1)
     forget_interval: timedelta = timedelta(0)
     """The forgetting policies (sleep.forget_*) run this often; off by default, as the policies are."""
+    compress_interval: timedelta = timedelta(hours=6)
+    """Compression of cold memories (sleep.compress_*) runs this often."""
 
     @field_validator("*", mode="after")
     @classmethod
@@ -321,7 +342,7 @@ class ServeConfig(_Section):
 
     def intervals(self) -> dict[str, timedelta]:
         """Each scheduled sleep job and how often it runs; jobs with a zero interval are left out."""
-        jobs = ("decay", "tier", "digest", "compact", "assess", "reweight", "dream", "index", "forget")
+        jobs = ("decay", "tier", "digest", "compact", "assess", "reweight", "dream", "index", "forget", "compress")
         every = {job: getattr(self, f"{job}_interval") for job in jobs}
         return {job: interval for job, interval in every.items() if interval > timedelta(0)}
 
@@ -360,6 +381,12 @@ class Config(_Section):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @model_validator(mode="after")
+    def _llm_for_facts(self) -> Config:
+        if self.facts.extractor == "llm" and not self.llm.model:
+            raise ValueError("facts.extractor is 'llm' but llm.model is empty: set a model, or use 'auto'")
+        return self
 
     @property
     def embedding_cache(self) -> Path:

@@ -8,7 +8,8 @@
 2. replace each log record by a tombstone of its length (storage/journal.py), so every other offset reads back;
 3. purge every SQLite row that holds the words, in one transaction (digests rewritten without the erased
    statements, merged memories erased and their other sources made active), with outbox rows for each memory;
-4. delete the image files no other memory names, and drain the outbox: the projector deletes the points and nodes;
+4. clear the write path's caches of recent turns (their words and vectors), delete the image files no other memory
+   names, and drain the outbox: the projector deletes the points and nodes;
 5. drop the retrieval records that quote the words, merge FTS5's segments, checkpoint SQLite's WAL (TRUNCATE),
    Kuzu and Qdrant Edge (secure_delete is on, so freed pages hold zeros). Kuzu keeps a deleted node's strings in
    its pages even then, so when an entity goes with the erase the graph is rebuilt into new files;
@@ -103,6 +104,7 @@ class Eraser:
         *,
         drain: Callable[[], Awaitable[int]],
         flush_retrievals: Callable[[], Awaitable[None]],
+        drop_caches: Callable[[], None],
         embed: Embed,
         extract: Callable[[str], Extraction],
         min_statements: int,
@@ -111,6 +113,7 @@ class Eraser:
     ) -> None:
         self._records, self._store, self._journal = records, ErasureRecords(records), journal
         self._graph, self._vectors, self._drain, self._flush_retrievals = graph, vectors, drain, flush_retrievals
+        self._drop_caches = drop_caches
         self._embed, self._extract, self._min = embed, extract, min_statements
         self._dir, self._clock = data_dir, clock
         self._lock = asyncio.Lock()  # one erase at a time: each compacts and scans the whole directory
@@ -215,6 +218,7 @@ class Eraser:
             await self._journal.erase(closure.places, erase_id)
             steps.done("log")
             await self._store.purge(erase_id, closure, rewrites, self._clock())
+            self._drop_caches()  # the write path's caches of recent turns' words and vectors
             steps.done("sqlite")
         await asyncio.to_thread(self._remove_images, closure.images, await self._records.media_paths())
         await self._drain()

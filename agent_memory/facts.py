@@ -10,24 +10,22 @@ side. The plan is made inside the transaction that writes it (storage/fact_recor
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from agent_memory.cognition.fact_extraction import Candidate, extract
+from agent_memory.cognition.fact_extraction import Candidate
 from agent_memory.errors import InvalidInput
-from agent_memory.models import Fact, LogRecord, Role, new_id
+from agent_memory.fact_extractors import SPEAKER, FactExtractor, HeuristicFactExtractor
+from agent_memory.models import Fact, LogRecord, new_id
 from agent_memory.storage.fact_records import FactDecision, FactPlan, Observed
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.validation import check_aware, check_identifier
 
 KEY_MAX, VALUE_MAX, SOURCE_MAX = 200, 1000, 200
-SPEAKER = "user"
-"""The subject of what a user turn says about its speaker ("I", "my")."""
 CONFIDENCE = 0.8
-"""The confidence of a fact the offline extractor found (a statement the caller makes itself is 1.0 by default)."""
+"""The confidence of a fact an extractor found (a statement the caller makes itself is 1.0 by default)."""
 _SPACE = re.compile(r"\s+")
 
 
@@ -52,9 +50,17 @@ class Statement:
 class Facts:
     """remember_fact, facts and fact_history over the records; the manager delegates to it."""
 
-    def __init__(self, records: SqliteRecords, *, multi_valued: Iterable[str], clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        records: SqliteRecords,
+        *,
+        multi_valued: Iterable[str],
+        clock: Callable[[], datetime],
+        extractor: FactExtractor | None = None,
+    ) -> None:
         self._records, self._clock = records, clock
         self._multi = frozenset(normalised(a) for a in multi_valued)
+        self.extractor: FactExtractor = extractor or HeuristicFactExtractor()
 
     async def remember(
         self,
@@ -87,16 +93,14 @@ class Facts:
         return await self._records.change_fact(key, said.recorded_at, lambda rows: plan(rows, said, multi=multi))
 
     async def observe(self, records: Sequence[LogRecord]) -> list[FactDecision]:
-        """The write path's step: the facts each user turn states about its speaker (cognition/fact_extraction.py),
-        each through the policy step (STORE, MERGE, SUPERSEDE or REJECT) and logged with its reason. The speaker
-        of a user turn is the subject "user" (a namespace is one person's memory); an assistant's turn states no
-        fact about the user (what it suggests is not what the user said)."""
-        now, decisions = self._clock(), []
-        for record in records:
-            if record.role is not Role.USER:
-                continue
-            found = await asyncio.to_thread(extract, record.content, subject=SPEAKER, now=record.at)  # dateparser
-            decisions += [await self._decide(record, candidate, now) for candidate in found]
+        """The write path's step: the facts each user turn states about its speaker, as the extractor finds them
+        (fact_extractors.py: the offline rules or the LLM), each through the policy step (STORE, MERGE, SUPERSEDE
+        or REJECT) and logged with its reason. The speaker of a user turn is the subject "user" (a namespace is one
+        person's memory); an assistant's turn states no fact about the user (what it suggests is not what the user
+        said)."""
+        found = await self.extractor.candidates(records)
+        now = self._clock()
+        decisions = [await self._decide(record, candidate, now) for record, candidate in found]
         if decisions:
             await self._records.log_fact_decisions(decisions)
         return decisions
@@ -111,7 +115,9 @@ class Facts:
         )  # fmt: skip
         fact, made = await self._state(said)
         action, reason = _action(made, said.attribute in self._multi)
-        return FactDecision(*where, action, f"{reason} ({candidate.rule} rule)", candidate.rule, fact.fact_id, now)
+        said_as = f': "{candidate.evidence}"' if candidate.evidence else ""
+        reason = f"{reason} ({candidate.rule} rule{said_as})"
+        return FactDecision(*where, action, reason, candidate.rule, fact.fact_id, now)
 
     async def facts(
         self,

@@ -22,7 +22,9 @@ from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.engines import make_embedder, open_projection, open_vectors
+from agent_memory.eraser import ErasePlan, Eraser, EraseResult
 from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, MemoryErased, MemoryNotFound, TurnNotFound
+from agent_memory.fact_extractors import make_fact_extractor
 from agent_memory.facts import Facts
 from agent_memory.image_path import ImagePath
 from agent_memory.llm.client import LiteLLMClient
@@ -47,7 +49,6 @@ from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
 from agent_memory.recovery import LogRecovery
 from agent_memory.retrieval_log import RetrievalLog
-from agent_memory.eraser import ErasePlan, EraseResult, Eraser
 from agent_memory.revisions import Revisions
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
@@ -197,7 +198,10 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 clock=self.clock,
                 notify=self.projector.notify,
             )
-            self._facts = Facts(self.records, multi_valued=self.config.facts.multi_valued, clock=self.clock)
+            found_by = make_fact_extractor(self.config.facts, self.llm)  # the rules, or the LLM over them
+            self._facts = Facts(
+                self.records, multi_valued=self.config.facts.multi_valued, clock=self.clock, extractor=found_by
+            )
             self.eraser = Eraser(
                 self.records,
                 self.journal,
@@ -205,6 +209,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 self.vectors,
                 drain=self.projector.drain,
                 flush_retrievals=self.retrieval_log.flush,
+                drop_caches=self._drop_caches,
                 embed=self.embedder.embed,
                 extract=self.extractor.extract,
                 min_statements=self.config.sleep.digest_min_statements,
@@ -353,10 +358,12 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         """Judge and commit turns that are already in the log (recovery), with the images they name."""
         await self._commit(records, positions, await self._recovered_images(records))
 
-    async def get(self, memory_id: str) -> Memory:
-        """The memory as it is now, its accesses and keywords included. It does not wait for the projector's
+    async def get(self, memory_id: str, *, original: bool = False) -> Memory:
+        """The memory as it is now, its accesses and keywords included, with `history_length` (earlier revisions
+        kept) and `lineage` (what it was superseded or merged into, up to the current one). It does not wait for the projector's
         queue (that took seconds under concurrent writers): keywords still to be derived are derived for it here,
-        as the projector will."""
+        as the projector will. With `original`, `Memory.original` holds its turn's words read back from the log
+        (a compressed memory holds only its salient sentences); None for a digest or a merge."""
         self._check_open()
         await self._recorded()
         try:
@@ -367,6 +374,10 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             raise
         if await self.records.keywords_pending(memory_id):
             memory = replace(memory, keywords=await self.projector.keywords_of(memory_id, memory.content))
+        history, lineage = await self.revisions.history(memory_id), await self.revisions.lineage(memory_id)
+        memory = replace(memory, history_length=len(history), lineage=tuple(lineage))
+        if original and memory.source_turn_id is not None and memory.generation == 0:
+            memory = replace(memory, original=(await self.read_turn(memory.source_turn_id)).content)
         return memory
 
     async def update(
@@ -432,6 +443,13 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             reason=reason, memory_ids=memory_ids, turn_ids=turn_ids, session_id=session_id, namespace=namespace,
             whole_namespace=whole_namespace,
         )  # fmt: skip
+
+    def _drop_caches(self) -> None:
+        """The write path's caches of recent turns (words, vectors, last turn of each session): emptied by an erase,
+        so no cache in this process keeps what it took; they fill again from the next turns."""
+        self._last_vector.clear()
+        self._recent.clear()
+        self._last_turn.clear()
 
     async def erase_plan(
         self,

@@ -199,6 +199,13 @@ class Memory:
     media: Media = Media.TEXT
     media_sha256: str | None = None  # an image's bytes: their SHA-256 ...
     media_path: str | None = None  # ... and where the store keeps them, relative to data_dir ("images/<sha256>.png")
+    original: str | None = None
+    """The words of the turn it was made from, read back from the log: filled by `get(memory_id, original=True)`
+    only (a compressed memory holds its salient sentences; the log, every word)."""
+    history_length: int | None = None
+    """How many earlier revisions `history()` keeps: filled by `get()` only (None where a memory is read in bulk)."""
+    lineage: tuple[MemoryId, ...] = ()
+    """The memories it was superseded or merged into, in order, the last the current one: filled by `get()` only."""
 
 
 def fresh_memory(

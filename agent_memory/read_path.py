@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agent_memory.cognition.context import pack
-from agent_memory.cognition.fact_block import fit_facts, relevant_facts
+from agent_memory.cognition.fact_block import fit_facts, pack_after, relevant_facts
 from agent_memory.cognition.ranking import Ranked
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config, RetrievalConfig
@@ -134,21 +133,12 @@ class ReadPath:
         if not held:
             return [], ""
         entities = [e for result in ranked.results[:10] for e in result.memory.entities]
-        return fit_facts(relevant_facts(held, query, entities), budget, self.token_counter)
+        chosen = relevant_facts(held, query, entities, match=self.config.facts.block_match)
+        return fit_facts(chosen, budget, self.token_counter)
 
     def _pack_after(self, ranked: Ranked, block: str, budget: int) -> Context:
-        """The memories packed into what the facts' block leaves, then the two as one text, counted whole (a
-        subword counter is not additive: the memories' share shrinks until the whole fits)."""
-        if not block:
-            return pack(ranked, budget=budget, counter=self.token_counter)
-        share = budget - self.token_counter.count(block + "\n")
-        while True:
-            packed = pack(ranked, budget=max(share, 1), counter=self.token_counter)
-            text = f"{block}\n{packed.text}" if packed.text else block
-            tokens = self.token_counter.count(text)
-            if tokens <= budget or not packed.items:
-                return replace(packed, text=text, tokens=tokens, budget=budget)
-            share -= tokens - budget
+        """The memories packed into what the facts' block leaves (cognition/fact_block.py)."""
+        return pack_after(ranked, block, budget, self.token_counter)
 
     def configure_retrieval(self, retrieval: RetrievalConfig) -> None:
         """Swap the retrieval weights in place (ablations, tuning); the stores are untouched."""

@@ -151,6 +151,7 @@ async def test_the_lifecycle_counts_a_merged_memory_through_its_lineage(manager:
     assert life["jobs"]["compact"]["counts"]["accepted"] == 1, life["jobs"]["compact"]
     tokens = life["stored_tokens"]
     assert tokens["after"] < tokens["before"] and tokens["shrink"] > 0  # the digests apart
+    assert tokens["digests_before"] == 0 and tokens["shrink_with_digests"] == tokens["shrink"]
     assert life["jobs"]["digest"]["counts"]["digests_new"] == tokens["digests"] == 0  # the merge holds both statements
     assert life["recall"]["2048"] == {"before": 1.0, "after": 1.0, "change": 0.0}  # D1:1 is found through the merge
     (merged,) = [c for c in await manager.records.compactions() if c.status == "accepted"]

@@ -89,7 +89,9 @@ async def test_failed_transaction_rolls_back(tmp_path: Path) -> None:
     await records.aclose()
 
 
-async def test_a_retrieval_event_writes_its_accesses_in_one_statement_or_nothing(records: SqliteRecords) -> None:
+async def test_a_retrieval_event_writes_its_accesses_and_passes_over_a_result_that_is_gone(
+    records: SqliteRecords,
+) -> None:
     now = utc_now()
     async with records.transaction() as db:
         await db.executemany(
@@ -99,16 +101,18 @@ async def test_a_retrieval_event_writes_its_accesses_in_one_statement_or_nothing
         )
     await records.record_retrieval("r1", "default", "q", at=now, k=2, results=[("m2", 0.9), ("m1", 0.5)])
     await records.record_retrieval("r2", "default", "q", at=now, k=1, results=[("m2", 0.8)])
-    with pytest.raises(StorageError, match="FOREIGN KEY"):  # a result that no longer exists: nothing is written
-        await records.record_retrieval("r3", "default", "q", at=now, k=2, results=[("m3", 0.9), ("gone", 0.1)])
+    # a result erased after it was found (migration 0023): the event and the other accesses are written
+    await records.record_retrieval("r3", "default", "q", at=now, k=2, results=[("m3", 0.9), ("gone", 0.1)])
+    with pytest.raises(StorageError, match="UNIQUE"):  # a failing statement writes nothing
+        await records.record_retrieval("r3", "default", "q", at=now, k=1, results=[("m1", 0.9)])
     counts = {
         m: (x.access_count, x.last_accessed_at) for m, x in (await records.get_memories(["m1", "m2", "m3"])).items()
     }
-    assert counts == {"m1": (1, now), "m2": (2, now), "m3": (0, None)}
+    assert counts == {"m1": (1, now), "m2": (2, now), "m3": (1, now)}
     accesses = await records._fetch("SELECT retrieval_id, memory_id, rank FROM access_log ORDER BY access_id")
-    assert [tuple(a) for a in accesses] == [("r1", "m2", 1), ("r1", "m1", 2), ("r2", "m2", 1)]
+    assert [tuple(a) for a in accesses] == [("r1", "m2", 1), ("r1", "m1", 2), ("r2", "m2", 1), ("r3", "m3", 1)]
     events = await records._fetch("SELECT retrieval_id FROM retrieval_events ORDER BY retrieval_id")
-    assert [e[0] for e in events] == ["r1", "r2"]
+    assert [e[0] for e in events] == ["r1", "r2", "r3"]
 
 
 @pytest.fixture(params=["fts5", "projection"])

@@ -121,12 +121,13 @@ async def test_overlapping_retrievals_and_writes_count_every_access_once(manager
 async def test_a_record_that_cannot_be_written_loses_only_itself(
     manager: MemoryManager, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A batch whose one record names a memory that does not exist (the foreign key fails it whole) is written
-    record by record: the others land, that one is logged."""
+    """A batch whose one record cannot be written (its id is taken: the unique key fails the batch whole) is
+    written record by record: the others land, that one is logged."""
     (oat, ana, _) = await stored(manager)
     log = manager.retrieval_log
-    for results in ([(oat, 0.9)], [("no-such-memory", 0.5)], [(ana, 0.8)]):
-        log.add(RetrievalRecord(new_id(), "default", "q", NOW, 1, tuple(results)))
+    taken = new_id()
+    for retrieval_id, results in ((taken, [(oat, 0.9)]), (taken, [(ana, 0.5)]), (new_id(), [(ana, 0.8)])):
+        log.add(RetrievalRecord(retrieval_id, "default", "q", NOW, 1, tuple(results)))
     with caplog.at_level(logging.ERROR, logger="agent_memory.retrieval_log"):
         await log.flush()
     assert await written(manager) == (2, 2) and log.pending == 0

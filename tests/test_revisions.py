@@ -201,3 +201,16 @@ async def test_the_status_check_admits_forgotten_and_nothing_else(manager: Memor
         await manager.records.write_one("UPDATE memories SET status = 'bogus' WHERE memory_id = ?", (memory_id,))
     async with manager.records.transaction() as db:
         assert list(await db.execute_fetchall("PRAGMA integrity_check")) == [("ok",)]
+
+
+async def test_get_shows_the_history_length_and_the_lineage(manager: MemoryManager) -> None:
+    first = await remembered(manager, "The release train leaves on Tuesdays.")
+    fresh = await manager.get(first)
+    assert (fresh.revision, fresh.history_length, fresh.lineage) == (1, 0, ())
+    await manager.update(first, "The release train leaves on Wednesdays.", expected_revision=1)
+    second = await manager.supersede(first, "The release train leaves on Thursdays.", expected_revision=2)
+    third = await manager.supersede(second.memory_id, "There is no release train any more.", expected_revision=1)
+    old = await manager.get(first)
+    assert old.status is MemoryStatus.SUPERSEDED and old.superseded_by == second.memory_id
+    assert old.history_length == 2 and old.lineage == (second.memory_id, third.memory_id)
+    assert (await manager.get(third.memory_id)).lineage == ()

@@ -132,3 +132,56 @@ def test_the_cli_forgets_and_restores(
     assert memory_id not in [r["memory_id"] for r in json.loads(capsys.readouterr().out)]
     assert main([*store, "restore", memory_id]) == 0
     assert "revision 3 [active]" in capsys.readouterr().out
+
+
+SECRET = "The vault combination for the Quokka-Zephyr office is 31-07-77, written nowhere else."
+
+
+async def test_erase_over_http_and_the_client(manager: MemoryManager) -> None:
+    turn = await manager.process_turn("s1", 0, SECRET)
+    await manager.process_turn("s1", 1, TEXT)
+    token = load_or_create_token(manager.config.data_dir)
+    transport = httpx.ASGITransport(app=create_app(manager, token=token))
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=headers) as c:
+        nothing = await c.post("/v1/erase", json={"reason": "asked"})
+        assert nothing.status_code == 400 and "nothing was named" in nothing.json()["error"]["message"]
+        strict = await c.post("/v1/erase", json={"reason": "asked", "turn_ids": "not-a-list"})
+        assert strict.status_code == 422
+        plan = (await c.post("/v1/erase", json={"reason": "asked", "turn_ids": [turn.turn_id], "dry_run": True})).json()
+        assert plan["dry_run"] and plan["memory_ids"] == [turn.memory_id] and plan["log_records"] == 1
+        assert (await c.get(f"/v1/memories/{turn.memory_id}")).status_code == 200
+    async with DaemonClient("http://test", token, transport=transport) as d:
+        answer = await d.erase(reason="asked", turn_ids=[turn.turn_id])
+        assert (
+            answer["proof"]["hits"] == 0 and answer["proof"]["files"] > 0 and answer["memory_ids"] == [turn.memory_id]
+        )
+    async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=headers) as c:
+        gone = await c.get(f"/v1/memories/{turn.memory_id}")
+        assert gone.status_code == 404 and gone.json()["error"]["code"] == "erased"
+
+
+def test_the_cli_erases_and_prints_the_proof(
+    config: Config, embedder: Embedder, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = tmp_path / "turns.jsonl"
+    lines = [
+        {"session_id": "s1", "turn_number": 0, "content": SECRET},
+        {"session_id": "s2", "turn_number": 0, "content": TEXT},
+    ]
+    data.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    (tmp_path / "keep.toml").write_text("[save]\nkeep_all = true\n", encoding="utf-8")
+    store = ["--data-dir", str(config.data_dir), "--config", str(tmp_path / "keep.toml")]
+    assert main([*store, "ingest", str(data)]) == 0
+    capsys.readouterr()
+    assert main([*store, "erase", "--session", "s1", "--reason", "asked", "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("would erase 1 memories, 1 turns, 1 log records")
+    assert main([*store, "erase", "--session", "s1"]) == 2  # --reason is required
+    capsys.readouterr()
+    assert main([*store, "erase", "--session", "s1", "--reason", "asked"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("erased 1 memories") and " hits=0" in out
+    for path in config.data_dir.rglob("*"):
+        assert not path.is_file() or b"quokka-zephyr office" not in path.read_bytes().lower()
+    assert main([*store, "search", "standup", "--json"]) == 0
+    assert "standup" in capsys.readouterr().out.lower()

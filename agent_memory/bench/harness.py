@@ -251,7 +251,8 @@ async def run_bench(
         report["lifecycle"] = await run_lifecycle(manager, questions, budgets=budgets, before=scores, headline=headline)
         tokens, recall = report["lifecycle"]["stored_tokens"], report["lifecycle"]["recall"]
         progress(
-            f"after a sleep cycle: stored tokens {-tokens['shrink']:+.1%} (and {tokens['digests']} in digests), "
+            f"after a sleep cycle: stored tokens {-tokens['shrink']:+.1%} (and {tokens['digests']} in digests; "
+            f"{-tokens['shrink_with_digests']:+.1%} with them), "
             f"recall {recall}"
         )
     return report

@@ -24,6 +24,7 @@ class Candidate:
     value: str
     rule: str
     valid_at: datetime | None = None  # a date the statement names ("I moved to Porto on May 1"), when it names one
+    evidence: str | None = None  # the words that state it, when the extractor quotes them (the LLM's does)
 
 
 RELATIONS = [

@@ -32,6 +32,12 @@ class RecentVectors:
             self._owners[row] = self._numbers.setdefault(namespace, len(self._numbers))
             self._next += 1
 
+    def clear(self) -> None:
+        """Forget every vector (an erase: no cache keeps what it took)."""
+        self._owners[:] = -1
+        if self._matrix is not None:
+            self._matrix[:] = 0
+
     def best(self, namespace: str, vector: np.ndarray) -> float | None:
         """The best cosine between `vector` and the recent vectors of `namespace`; None when there are none."""
         number = self._numbers.get(namespace)
@@ -66,6 +72,11 @@ class TurnVectors:
         """The vector of `text` when it was one of the last turns embedded, whatever its session: an agent asks
         its memory about the message it has just stored, and the query then needs no pass through the model."""
         return self._recent.get(text)
+
+    def clear(self) -> None:
+        """Forget every text and vector (an erase: no cache keeps the words it took)."""
+        self._latest.clear()
+        self._recent.clear()
 
     def remember(self, items: list[tuple[tuple[str, str], str, np.ndarray]]) -> None:
         """(session, text, vector) in the order the turns were said: each session keeps its latest."""

@@ -308,3 +308,24 @@ def self_statements(text: str) -> tuple[str, list[str]]:
         if len(s) >= 12 and not s.endswith("?") and not is_reaction(s) and any(p.search(s) for p in _SELF)
     ]
     return label, found
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceMarks:
+    """What one sentence carries, for compression (cognition/compress.py) to weigh."""
+
+    filler: bool  # a reaction or boilerplate: it states nothing, whatever it mentions
+    number: bool
+    time_ref: bool
+    self_statement: bool  # the speaker on themselves: an event, a preference, a plan, a fact
+    first_person: bool
+
+
+def sentence_marks(sentence: str) -> SentenceMarks:
+    return SentenceMarks(
+        filler=is_reaction(sentence) or bool(_BOILERPLATE.search(sentence)),
+        number=bool(_NUMBER.search(sentence)),
+        time_ref=bool(_TIME.search(sentence)),
+        self_statement=any(p.search(sentence) for p in _SELF),
+        first_person=bool(_FIRST_PERSON.search(sentence)),
+    )

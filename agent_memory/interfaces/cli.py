@@ -245,8 +245,10 @@ async def cmd_job(config: Config, args: argparse.Namespace) -> int:
     options = (
         {"out": args.out.expanduser().absolute(), "labelled_only": not args.all} if args.command == "export" else {}
     )
+    if args.command == "compress":
+        options = {"cap": args.cap, "namespace": args.policy_namespace, "dry_run": args.dry_run}
     async with open_store(config) as store:
-        if options and isinstance(store, DaemonClient):  # the daemon streams the export; it is written here
+        if args.command == "export" and isinstance(store, DaemonClient):  # the daemon streams it; written here
             started = datetime.now(UTC)
             counts = await store.export_policy(options["out"], labelled_only=options["labelled_only"])
             took = (datetime.now(UTC) - started).total_seconds()
@@ -284,7 +286,7 @@ def _run_line(run: JobRun) -> str:
 
 async def cmd_get(config: Config, args: argparse.Namespace) -> int:
     async with open_store(config) as store:
-        memory = await store.get(args.memory_id)
+        memory = await store.get(args.memory_id, original=args.original)
         earlier = await store.history(args.memory_id)
     print(
         json.dumps(_memory_dict(memory, len(earlier)), indent=2) if args.json else _memory_lines(memory, len(earlier))
@@ -306,7 +308,7 @@ async def cmd_history(config: Config, args: argparse.Namespace) -> int:
         why = f" ({r.reason})" if r.reason else ""
         print(
             f"revision {r.revision} [{r.status.value}] {r.began_at:%Y-%m-%d %H:%M} - {r.ended_at:%Y-%m-%d %H:%M}, "
-            f"ended by {r.change}{who}{why}: {r.content}"
+            f"ended by {r.change}{who}{why}: {r.content or '(its turn as logged: get --original)'}"
         )
     print(f"revision {memory.revision} [{memory.status.value}] now: {memory.content}")
     return 0
@@ -346,6 +348,37 @@ async def cmd_forget(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_erase(config: Config, args: argparse.Namespace) -> int:
+    """erase: what went and the proof (exit 1 if the scan found any hit), or with --dry-run what would go."""
+    selection: dict[str, Any] = {
+        "memory_ids": args.memory_ids, "turn_ids": args.turn_ids, "session_id": args.session_id,
+        "namespace": args.namespace, "whole_namespace": args.whole_namespace,
+    }  # fmt: skip
+    async with open_store(config) as store:
+        answer = await store.erase(reason=args.reason, dry_run=args.dry_run, **selection)
+    if args.json:
+        print(json.dumps(answer, indent=2))
+    else:
+        print(_erase_lines(answer))
+    return 1 if answer.get("proof", {}).get("hits", 0) else 0
+
+
+def _erase_lines(answer: dict[str, Any]) -> str:
+    took = (
+        f"{len(answer['memory_ids'])} memories, {len(answer['turn_ids'])} turns, {answer['log_records']} log records, "
+        f"{answer['images']} images, {answer['text_bytes']} bytes of text; "
+        f"{len(answer['digests_rewritten'])} digests rewritten, {len(answer['sources_restored'])} sources restored"
+    )
+    if answer.get("dry_run"):
+        return "would erase " + took + "".join(f"\n  memory {i}" for i in answer["memory_ids"])
+    proof = answer["proof"]
+    lines = [
+        f"erased {took} (erase {answer['erase_id']}, {answer['seconds']} s)",
+        f"proof: files={proof['files']} bytes={proof['bytes']} needles={proof['needles']} hits={proof['hits']}",
+    ]
+    return "\n".join(lines + [f"  hit at {place}" for place in proof["locations"]])
+
+
 async def _forget_by_policy(config: Config, args: argparse.Namespace) -> int:
     """`forget --role/--before/--phatic`: the sleep job `forget` once, with these policies."""
     if not (args.roles or args.before or args.phatic):
@@ -367,6 +400,7 @@ def _memory_lines(memory: Memory, history: int) -> str:
     return (
         f"{memory.memory_id} revision {memory.revision} [{memory.status.value}{replaced}], "
         f"{history} earlier revision(s)\n{memory.content}"
+        + (f"\noriginal (the log):\n{memory.original}" if memory.original is not None else "")
     )
 
 
@@ -401,6 +435,7 @@ COMMANDS = {
     "index": cmd_job,
     "compact": cmd_job,
     "digest": cmd_job,
+    "compress": cmd_job,
     "export": cmd_job,
     "jobs": cmd_jobs,
     "get": cmd_get,
@@ -411,6 +446,7 @@ COMMANDS = {
     "remember": cmd_remember,
     "facts": cmd_facts,
     "restore": cmd_forget,
+    "erase": cmd_erase,
     "serve": cmd_serve,
 }
 

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("index", "build the vector index where enough points are unindexed"),
         ("compact", "consolidate overlapping memories, each merge checked by generative replay"),
         ("digest", "gather each speaker's statements about themselves into dated digests by topic"),
+        ("compress", "cut cold memories to their salient sentences (the log keeps every word; get --original)"),
     ):
         run = commands.add_parser(job, help=f"sleep job, once: {what}")
         run.add_argument("--now", type=_aware_time, help="run as of this ISO-8601 time (default: now)")
@@ -97,12 +98,19 @@ def build_parser() -> argparse.ArgumentParser:
             run.add_argument(
                 "--until-done", action="store_true", help="run again while a run stops at its time budget (deferred)"
             )
+        if job == "compress":
+            run.add_argument(
+                "--cap", type=_positive, help="tokens a memory keeps at most (default sleep.compress_tokens)"
+            )
+            run.add_argument("--in-namespace", dest="policy_namespace", help="only this namespace")
+            run.add_argument("--dry-run", action="store_true", help="count what would be cut, change nothing")
     export = commands.add_parser("export", help="export labelled decisions as JSONL (docs/policy-export.md)")
     export.add_argument("what", choices=["policy"])
     export.add_argument("--out", type=_output_file, required=True)
     export.add_argument("--all", action="store_true", help="include decisions not labelled yet")
     get = commands.add_parser("get", help="one memory: its revision, status, what replaced it, its history length")
     get.add_argument("memory_id")
+    get.add_argument("--original", action="store_true", help="also its turn's words as logged (a compressed memory)")
     get.add_argument("--json", action="store_true")
     history = commands.add_parser(
         "history", help="a memory's earlier revisions (MEMORY_ID), or a fact's values (SUBJECT ATTRIBUTE)"
@@ -157,6 +165,17 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--phatic", action="store_true", default=None, help="policy: ... and phatic ones")
     forget.add_argument("--in-namespace", dest="policy_namespace", help="policy: only this namespace")
     forget.add_argument("--dry-run", action="store_true", help="policy: count what would go, change nothing")
+    erase = commands.add_parser(
+        "erase", help="remove every byte of the named content from every file, and print the proof scan"
+    )
+    erase.add_argument("--memory", action="append", dest="memory_ids", default=[], help="a memory id (repeatable)")
+    erase.add_argument("--turn", action="append", dest="turn_ids", default=[], help="a turn id (repeatable)")
+    erase.add_argument("--session", dest="session_id", help="every turn of this session")
+    erase.add_argument("--whole-namespace", action="store_true", help="everything in the namespace")
+    erase.add_argument("--namespace", default="default")
+    erase.add_argument("--reason", required=True, help="why the words must go (kept; do not quote them)")
+    erase.add_argument("--dry-run", action="store_true", help="list what would go, change nothing")
+    erase.add_argument("--json", action="store_true")
     restore = commands.add_parser("restore", help="bring a forgotten memory back into recall")
     restore.add_argument("memory_id")
     for parser_ in (forget, restore):

@@ -71,6 +71,7 @@ ERROR_CLASSES: dict[str, type[AgentMemoryError]] = {
     "malformed_json": InvalidInput,
     "invalid_request": InvalidInput,
     "not_found": NotFound,
+    "erased": NotFound,
     "storage_error": StorageError,
     "model_error": ModelError,
     "image_memory_unavailable": ImageMemoryUnavailable,
@@ -157,8 +158,10 @@ class DaemonClient:
         )
         return self._decode(_CONTEXT, await self._call("POST", "/v1/context", json=body), _context)
 
-    async def get(self, memory_id: str) -> Memory:
-        return self._decode(_MEMORY, await self._call("GET", f"/v1/memories/{quote(memory_id, safe='')}"))
+    async def get(self, memory_id: str, *, original: bool = False) -> Memory:
+        """GET /v1/memories/{id}; with `original`, `Memory.original` holds its turn's words as logged."""
+        path = f"/v1/memories/{quote(memory_id, safe='')}"
+        return self._decode(_MEMORY, await self._call("GET", path, params={"original": original} if original else None))
 
     async def update(
         self,
@@ -236,6 +239,24 @@ class DaemonClient:
         body = {"content": content, "expected_revision": expected, "agent": agent, "reason": reason}
         path = f"/v1/memories/{quote(memory_id, safe='')}/{kind}"
         return self._decode(_MEMORY, await self._call("POST", path, json=body))
+
+    async def erase(
+        self,
+        *,
+        reason: str,
+        memory_ids: Sequence[str] = (),
+        turn_ids: Sequence[str] = (),
+        session_id: str | None = None,
+        namespace: str = "default",
+        whole_namespace: bool = False,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """POST /v1/erase: what went and the proof scan (or, with `dry_run`, what would go)."""
+        body = {
+            "reason": reason, "memory_ids": list(memory_ids), "turn_ids": list(turn_ids), "session_id": session_id,
+            "namespace": namespace, "whole_namespace": whole_namespace, "dry_run": dry_run,
+        }  # fmt: skip
+        return self._decode(_STATS, await self._call("POST", "/v1/erase", json=body))
 
     async def history(self, memory_id: str) -> list[Revision]:
         path = f"/v1/memories/{quote(memory_id, safe='')}/history"

@@ -37,6 +37,7 @@ from agent_memory.errors import (
     InvalidIdentifier,
     InvalidImage,
     InvalidInput,
+    MemoryErased,
     MemoryNotCurrent,
     ModelError,
     NotFound,
@@ -71,6 +72,7 @@ ERRORS: dict[type[Exception], tuple[int, str]] = {
     DuplicateTurn: (409, "duplicate_turn"),
     RevisionConflict: (409, "revision_conflict"),
     MemoryNotCurrent: (409, "not_current"),
+    MemoryErased: (404, "erased"),
     NotFound: (404, "not_found"),
     ClosedError: (503, "closed"),
     StorageError: (500, "storage_error"),
@@ -178,8 +180,11 @@ class JobBody(_Body):
     )
     before: Time | None = Field(default=None, description="forget only: ... and of turns said before this")
     phatic: bool | None = Field(default=None, description="forget only: ... and phatic ones")
-    namespace: str | None = Field(default=None, description="forget only: in this namespace (default: all)")
-    dry_run: bool = Field(default=False, description="forget only: count, change nothing")
+    namespace: str | None = Field(default=None, description="forget and compress: in this namespace (default: all)")
+    dry_run: bool = Field(default=False, description="forget and compress: count, change nothing")
+    cap: int | None = Field(
+        default=None, ge=1, description="compress only: tokens a memory keeps at most (default sleep.compress_tokens)"
+    )
 
 
 class NDJSONResponse(StreamingResponse):
@@ -318,8 +323,9 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
         return context_json(packed)
 
     @v1.get("/memories/{memory_id}", responses=errors(404, 422))  # FastAPI would declare its own 422 shape
-    async def get_memory(memory_id: str) -> dict[str, Any]:
-        return memory_json(await manager.get(memory_id))
+    async def get_memory(memory_id: str, original: bool = False) -> dict[str, Any]:
+        """`original=true`: also the words of its turn as logged (`original`), which a compressed memory cut."""
+        return memory_json(await manager.get(memory_id, original=original))
 
     @v1.get("/stats")
     async def stats() -> dict[str, Any]:
@@ -371,6 +377,8 @@ def _job_options(name: str, body: JobBody | None) -> dict[str, Any]:
         raise InvalidInput(EXPORT_STREAMED)
     if name == "forget" and body is not None:
         return body.model_dump(include={"roles", "before", "phatic", "namespace", "dry_run"})
+    if name == "compress" and body is not None:
+        return body.model_dump(include={"cap", "namespace", "dry_run"})
     return {}
 
 

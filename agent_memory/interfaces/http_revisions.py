@@ -1,5 +1,5 @@
 """The HTTP routes of revisions (issue #20): update a memory in place, supersede it, forget and restore it, read its
-history. A change
+history, and erase (with its proof). A change
 names the revision it read; a stale one is 409 `revision_conflict` with `details: {memory_id, expected, current}`,
 and a change to a superseded or merged memory is 409 `not_current`. Included by `create_app` (http.py)."""
 
@@ -12,10 +12,13 @@ from fastapi import APIRouter
 from fastapi.encoders import jsonable_encoder
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.eraser import REASON_MAX
 from agent_memory.interfaces.http_guard import errors
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Memory
 from agent_memory.revisions import LABEL_MAX, MAX_REVISION
+
+ERASE_IDS_MAX = 10_000
 
 
 class ChangeBody(BaseModel):
@@ -33,6 +36,18 @@ class ForgetBody(BaseModel):
     expected_revision: int = Field(ge=1, le=MAX_REVISION, description="the revision the caller read (get, history)")
     agent: str | None = Field(default=None, max_length=LABEL_MAX)
     reason: str | None = Field(default=None, max_length=LABEL_MAX)
+
+
+class EraseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: str = Field(min_length=1, max_length=REASON_MAX, description="why the words must go (kept; no quotes)")
+    memory_ids: list[str] = Field(default_factory=list, max_length=ERASE_IDS_MAX)
+    turn_ids: list[str] = Field(default_factory=list, max_length=ERASE_IDS_MAX)
+    session_id: str | None = None
+    namespace: str = "default"
+    whole_namespace: bool = False
+    dry_run: bool = Field(default=False, description="say what would go; change nothing")
 
 
 class RestoreBody(BaseModel):
@@ -80,6 +95,18 @@ def revision_routes(manager: MemoryManager) -> APIRouter:
             memory_id, agent=body.agent if body else None, reason=body.reason if body else None
         )
         return _memory(back)
+
+    @v1.post("/erase", responses=errors(400, 404, 422))
+    async def erase(body: EraseBody) -> dict[str, Any]:
+        """Remove every byte of the named content from every file of the data directory; the answer is what went
+        and the proof (a scan of every file: files, bytes, hits; hits must be 0). With `dry_run`, what would go."""
+        selection: dict[str, Any] = {
+            "memory_ids": body.memory_ids, "turn_ids": body.turn_ids, "session_id": body.session_id,
+            "namespace": body.namespace, "whole_namespace": body.whole_namespace,
+        }  # fmt: skip
+        if body.dry_run:
+            return {"dry_run": True, **(await manager.erase_plan(**selection)).as_dict()}
+        return (await manager.erase(reason=body.reason, **selection)).as_dict()
 
     @v1.get("/memories/{memory_id}/history", responses=errors(404, 422))
     async def history(memory_id: str) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ class Store(Protocol):
 
     async def doctor(self, *, repair: bool = False) -> DoctorReport: ...
 
-    async def get(self, memory_id: str) -> Memory: ...
+    async def get(self, memory_id: str, *, original: bool = False) -> Memory: ...
 
     async def update(
         self,
@@ -70,6 +70,18 @@ class Store(Protocol):
     ) -> Memory: ...
 
     async def history(self, memory_id: str) -> list[Revision]: ...
+
+    async def erase(
+        self,
+        *,
+        reason: str,
+        memory_ids: Sequence[str] = (),
+        turn_ids: Sequence[str] = (),
+        session_id: str | None = None,
+        namespace: str = "default",
+        whole_namespace: bool = False,
+        dry_run: bool = False,
+    ) -> dict[str, Any]: ...
 
     async def forget(
         self, memory_id: str, *, expected_revision: int, agent: str | None = None, reason: str | None = None
@@ -114,6 +126,12 @@ class LocalStore:
 
     async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]:
         return await self.manager.process_turns(turns)
+
+    async def erase(self, *, reason: str, dry_run: bool = False, **selection: Any) -> dict[str, Any]:
+        """As the daemon answers POST /v1/erase."""
+        if dry_run:
+            return {"dry_run": True, **(await self.manager.erase_plan(**selection)).as_dict()}
+        return (await self.manager.erase(reason=reason, **selection)).as_dict()
 
     async def retrieve(self, query: str, *, k: int | None = None, namespace: str = "default") -> list[RetrievalResult]:
         return await self.manager.retrieve(query, k=k, namespace=namespace)

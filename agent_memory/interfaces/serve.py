@@ -95,11 +95,11 @@ class SleepSchedule:
         if run.counts.get("compaction_due") and self.scheduler.get_job("compact") is not None:
             log.info("the hot tier is over sleep.hot_tier_threshold: consolidation runs now")
             self.scheduler.modify_job("compact", next_run_time=datetime.now(UTC))
-        if name == "digest" and run.counts.get("deferred"):
+        if name in ("digest", "compress") and run.counts.get("deferred"):
             # Again after about as long a rest as the run took (the cores are shared), once this run has ended: a
             # job made due while its one instance still runs would be skipped to its next interval.
-            pause = max(self.manager.config.sleep.digest_budget.total_seconds(), 1.0)
-            asyncio.get_running_loop().call_later(pause, self._run_now, "digest")
+            budget = getattr(self.manager.config.sleep, f"{name}_budget")
+            asyncio.get_running_loop().call_later(max(budget.total_seconds(), 1.0), self._run_now, name)
 
     def _run_now(self, name: str) -> None:
         if self.scheduler.running and self.scheduler.get_job(name) is not None:

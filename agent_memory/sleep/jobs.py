@@ -17,6 +17,7 @@ from agent_memory.manager import MemoryManager
 from agent_memory.models import JobRun
 from agent_memory.policy.export import export_policy
 from agent_memory.sleep.assess import run_assess
+from agent_memory.sleep.compress import run_compress
 from agent_memory.sleep.consolidation import run_compaction
 from agent_memory.sleep.decay import run_decay, run_tiering
 from agent_memory.sleep.digests import run_digests
@@ -39,6 +40,7 @@ JOBS: dict[str, Job] = {
     "dream": run_dream,
     "index": run_index,
     "forget": run_forgetting,
+    "compress": run_compress,
     "export": lambda m, now, out, labelled_only=True: export_policy(m.records, out, labelled_only=labelled_only),
 }
 
@@ -70,11 +72,13 @@ async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = N
     return (await manager.records.job_runs(name, limit=1))[0]
 
 
-SLEEP_CYCLE = ("forget", "decay", "tier", "compact", "digest", "reweight", "dream", "assess", "index")
+SLEEP_CYCLE = ("forget", "decay", "tier", "compress", "compact", "digest", "reweight", "dream", "assess", "index")
 """A full sleep cycle, in the order that lets each job use what the one before it wrote. Digests come after
 consolidation: a statement that a merge already holds is not gathered again (LoCoMo dev, a full cycle on the
 keep-all store, recall at 2,048 tokens: multi-hop 0.711 with digests first, 0.728 with them after). The forgetting
-policies go first (off by default: then the job changes nothing), so nothing else works on what they take."""
+policies go first (off by default: then the job changes nothing), so nothing else works on what they take.
+Compression follows tiering, which decides what is cold, and comes before consolidation and digests, so both work
+on the cut words."""
 
 
 async def run_cycle(manager: MemoryManager, *, now: datetime | None = None) -> list[JobRun]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -20,6 +21,20 @@ from agent_memory.storage.rows import dt, ts
 
 REVISION_COLUMNS = "memory_id, revision, content, status, began_at, ended_at, change, agent, reason"
 at_epoch = datetime.min.replace(tzinfo=UTC)
+LOGGED = ""
+"""A kept revision's content when its words are its turn's as logged (a compressed memory's revision before the
+cut): `get(memory_id, original=True)` reads them back from the log."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompressibleRow:
+    """What compression reads of a memory it may cut."""
+
+    rowid: int
+    memory_id: str
+    revision: int
+    content: str
+    keywords: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +178,60 @@ class RevisionQueries:
             )
         return len(active)
 
+    async def compressible(
+        self,
+        *,
+        namespace: str | None,
+        tiers: Sequence[str],
+        said_before: datetime,
+        min_chars: int,
+        after_rowid: int,
+        limit: int,
+    ) -> list[CompressibleRow]:
+        """Active turn memories compression may cut, in rowid order from `after_rowid`: generation 0, text, not kept
+        by the fast path, in one of `tiers`, from a turn said before `said_before`, longer than `min_chars`, and
+        holding their turn's words as logged (never updated, so never compressed before either)."""
+        marks = ",".join("?" * len(tiers))
+        rows = await self._fetch(
+            "SELECT m.rowid, m.memory_id, m.revision, m.content, m.keywords FROM memories m "
+            "JOIN turns t ON t.turn_id = m.source_turn_id "
+            "WHERE m.rowid > ? AND m.status = 'active' AND m.generation = 0 AND m.media = 'text' AND m.fast_path = 0 "
+            f"AND m.tier IN ({marks}) AND t.at < ? AND length(m.content) > ? AND (? IS NULL OR m.namespace = ?) "
+            "AND NOT EXISTS (SELECT 1 FROM memory_revisions r WHERE r.memory_id = m.memory_id AND r.change = 'update') "
+            "ORDER BY m.rowid LIMIT ?",
+            (after_rowid, *tiers, ts(said_before), min_chars, namespace, namespace, limit),
+        )
+        return [
+            CompressibleRow(int(r[0]), str(r[1]), int(r[2]), str(r[3]), tuple(json.loads(r[4] or "[]"))) for r in rows
+        ]
+
+    async def compress_many(
+        self, cuts: Sequence[tuple[str, int, NewText]], *, at: datetime, agent: str, reason: str
+    ) -> list[str]:
+        """Give each (memory id, revision read, new text) its cut words in one transaction, as `revise` does (vector,
+        entities and keywords replaced, projections queued), where the memory is still active at the revision read
+        (others are left alone). The revision kept says LOGGED instead of the words: they are the turn's, in the log,
+        and SQLite does not hold them twice. Returns the ids of the memories cut."""
+        done: list[str] = []
+        async with self.transaction() as db:
+            for memory_id, revision, text in cuts:
+                change = Change(memory_id, revision, at, agent, reason)
+                try:
+                    current = await _current(db, change)
+                except (RevisionConflict, MemoryNotCurrent, MemoryNotFound):
+                    continue
+                await _keep_revision(db, change, (current[0], LOGGED, *current[2:]), "update")
+                await db.execute(
+                    "UPDATE memories SET content = ?, keywords = '[]', embedding = ?, embedding_model = ?, "
+                    "revision = revision + 1, revised_at = ? WHERE memory_id = ?",
+                    (text.content, text.embedding, text.embedding_model, ts(at), memory_id),
+                )
+                await _set_entities(db, memory_id, text.entities)
+                await db.execute("INSERT OR IGNORE INTO pending_keywords (memory_id) VALUES (?)", (memory_id,))
+                await enqueue(db, memory_id, at)
+                done.append(memory_id)
+        return done
+
     async def revisions(self, memory_id: str) -> list[Revision]:
         """Every earlier revision of the memory, oldest first; MemoryNotFound for an unknown id."""
         rows = await self._fetch(
@@ -179,9 +248,9 @@ class RevisionQueries:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = await self._fetch(
+            rows = await self._fetch(  # a compressed revision's words are its turn's: the memory now says them too
                 f"SELECT {REVISION_COLUMNS} FROM memory_revisions WHERE memory_id IN ({marks}) "
-                "AND began_at <= ? AND ended_at > ?",
+                "AND began_at <= ? AND ended_at > ? AND content != ''",
                 [*chunk, ts(at), ts(at)],
             )
             found |= {str(r[0]): _revision(r) for r in rows}

@@ -18,25 +18,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent_memory.bench.latency import PooledEmbedder, build_store, make_bases, make_turns
-from agent_memory.config import load_config
-from agent_memory.engines import make_embedder
+from agent_memory.bench.revisions_bench import synthetic_store
 from agent_memory.manager import MemoryManager
 from agent_memory.models import new_id
 
 
 async def run(size: int, erases: int, keep: Path | None, seed: int = 7, pool: int = 3000) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
-        root = keep / f"revisions-{size}-seed-{seed}-pool-{pool}" if keep else Path(scratch)
-        config = load_config(environ={}, data_dir=str(root), save__keep_all=True)
-        real = make_embedder(config)
-        await real.load()
-        if not (root / "memory.db").exists():
-            bases = make_bases(pool, random.Random(f"bases-{seed}"))
-            turns = make_turns(size, bases, random.Random(f"turns-{seed}-{size}"))
-            pooled = PooledEmbedder(await real.embed([b.text for b in bases]), {t.text: t.base for t in turns})
-            logging.info("building a store of %d turns in %s", size, root)
-            await build_store(config, turns, pooled)
+        config, real = await synthetic_store(keep or Path(scratch), size, seed=seed, pool=pool, fresh=keep is None)
         seconds, proofs = [], []
         session = f"erase-{new_id()}"
         async with MemoryManager.open(config, embedder=real) as manager:

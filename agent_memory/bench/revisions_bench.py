@@ -20,24 +20,34 @@ from pathlib import Path
 
 from agent_memory.bench.latency import PooledEmbedder, build_store, make_bases, make_turns
 from agent_memory.bench.perf import percentile
-from agent_memory.config import load_config
+from agent_memory.config import Config, load_config
+from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
 from agent_memory.manager import MemoryManager
 from agent_memory.models import new_id
 
 
+async def synthetic_store(
+    where: Path, size: int, *, seed: int = 7, pool: int = 3000, fresh: bool = False
+) -> tuple[Config, Embedder]:
+    """The latency benchmark's synthetic store of `size` memories in `where` (built there unless one is; with
+    `fresh`, in `where` itself), and the real embedder, loaded."""
+    root = where if fresh else where / f"revisions-{size}-seed-{seed}-pool-{pool}"
+    config = load_config(environ={}, data_dir=str(root), save__keep_all=True)
+    real = make_embedder(config)
+    await real.load()
+    if not (root / "memory.db").exists():
+        bases = make_bases(pool, random.Random(f"bases-{seed}"))
+        turns = make_turns(size, bases, random.Random(f"turns-{seed}-{size}"))
+        pooled = PooledEmbedder(await real.embed([b.text for b in bases]), {t.text: t.base for t in turns})
+        logging.info("building a store of %d turns in %s", size, root)
+        await build_store(config, turns, pooled)
+    return config, real
+
+
 async def run(size: int, changes: int, keep: Path | None, seed: int = 7, pool: int = 3000) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as scratch:
-        root = keep / f"revisions-{size}-seed-{seed}-pool-{pool}" if keep else Path(scratch)
-        config = load_config(environ={}, data_dir=str(root), save__keep_all=True)
-        real = make_embedder(config)
-        await real.load()
-        if not (root / "memory.db").exists():
-            bases = make_bases(pool, random.Random(f"bases-{seed}"))
-            turns = make_turns(size, bases, random.Random(f"turns-{seed}-{size}"))
-            pooled = PooledEmbedder(await real.embed([b.text for b in bases]), {t.text: t.base for t in turns})
-            logging.info("building a store of %d turns in %s", size, root)
-            await build_store(config, turns, pooled)
+        config, real = await synthetic_store(keep or Path(scratch), size, seed=seed, pool=pool, fresh=keep is None)
         times: dict[str, list[float]] = {
             "process_turn": [], "update": [], "supersede": [], "forget": [], "remember_fact": []
         }  # fmt: skip

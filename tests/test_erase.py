@@ -10,7 +10,7 @@ from agent_memory import MemoryManager
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.erase_scan import Needles, forms, scan_tree
-from agent_memory.errors import InvalidInput, MemoryErased, MemoryNotFound, TurnNotFound
+from agent_memory.errors import InvalidInput, MemoryErased, MemoryNotFound, RecordErased, TurnNotFound
 from agent_memory.sleep.jobs import run_job
 
 CANARY = "my locker code at the Zephyr-Quokka gym is 7731-ALBATROSS and nobody else knows it"
@@ -136,3 +136,15 @@ def test_the_scan_finds_every_form_and_skips_shared_windows(tmp_path: Path) -> N
     assert scan_tree(tmp_path, needles).hits > 10
     dropped = needles.drop_shared(["unrelated", 'quartz canary"\nat dawn'])
     assert dropped > 0 and scan_tree(tmp_path, needles).hits > 0
+
+
+async def test_a_record_of_one_letter_takes_a_tombstone_of_its_length(manager: MemoryManager, config: Config) -> None:
+    """Found by the HTTP fuzz: a tombstone with its erase id is longer than a record of a few words."""
+    short = await manager.process_turn("s", 0, "x", namespace="n")
+    await manager.process_turn("s", 1, "I like the Qwertz-Asdfg lighthouse very much indeed.", namespace="n")
+    (turn,) = [t for t in await manager.records.turns() if t.turn_id == short.turn_id]
+    result = await manager.erase(whole_namespace=True, namespace="n", reason="closed")
+    assert result.proof.hits == 0 and result.plan.log_records == 2
+    with pytest.raises(RecordErased, match="was erased"):
+        await manager.journal.read(turn.position)
+    assert await manager.records.turns() == []

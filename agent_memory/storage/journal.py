@@ -71,8 +71,10 @@ def is_tombstone(raw: bytes) -> bool:
 
 
 def encode_tombstone(record: LogRecord, erase_id: str, length: int) -> bytes:
-    """The line that takes an erased record's place: its ids and time, no content, padded to `length` bytes."""
-    body = {
+    """The line that takes an erased record's place: its ids and time, no content, padded to `length` bytes. A
+    record of a few words can be shorter than that whole tombstone (the erase id alone is 47 bytes): then fields
+    are left out, the erase id first, down to the turn id, which every record is longer than."""
+    body: dict[str, Any] = {
         "v": 1,
         "erased": erase_id,
         "turn_id": record.turn_id,
@@ -82,16 +84,22 @@ def encode_tombstone(record: LogRecord, erase_id: str, length: int) -> bytes:
         "role": record.role.value,
         "at": record.at.isoformat(),
     }
-    line = json.dumps({**body, "checksum": checksum_of(body)}, ensure_ascii=False, separators=(",", ":"))
-    raw = line.encode("utf-8")
-    if len(raw) + 1 > length:  # a record always holds these fields and more; this would be a bug, not bad input
-        raise StorageError(f"A tombstone of {len(raw) + 1} bytes does not fit the {length}-byte record it replaces")
-    return raw + b" " * (length - len(raw) - 1) + b"\n"
+    for left_out in (None, "erased", "at", "role", "turn_number", "session_id", "namespace"):
+        if left_out == "erased":
+            body["erased"] = True
+        elif left_out is not None:
+            del body[left_out]
+        line = json.dumps({**body, "checksum": checksum_of(body)}, ensure_ascii=False, separators=(",", ":"))
+        raw = line.encode("utf-8")
+        if len(raw) + 1 <= length:
+            return raw + b" " * (length - len(raw) - 1) + b"\n"
+    raise StorageError(f"A tombstone of {len(raw) + 1} bytes does not fit the {length}-byte record it replaces")
 
 
 def decode_record(raw: bytes, where: str) -> LogRecord:
     if is_tombstone(raw):
-        raise RecordErased(where, json.loads(raw).get("erased", ""))
+        erase_id = json.loads(raw).get("erased")
+        raise RecordErased(where, erase_id if isinstance(erase_id, str) else "unknown")
     try:
         data = json.loads(raw)
         stored = data.pop("checksum")

@@ -229,3 +229,24 @@ def test_compression_on_the_command_line(config: Config, capsys: pytest.CaptureF
     assert main([*store, "history", memory_id]) == 0
     assert "ended by update by sleep (compress): (its turn as logged: get --original)" in capsys.readouterr().out
     assert main([*store, "compress", "--cap", "0"]) == 2
+
+
+def test_the_bm25_probe_ranks_and_cuts() -> None:
+    from agent_memory.bench.compress_probe import bm25_order, cutters, probe
+
+    docs = ["We talked about ferries.", "The greyhound Pixel eats kibble.", "Nothing much."]
+    assert bm25_order(docs, "what does Pixel the greyhound eat?")[0] == 1
+    entry = {
+        "question": "What does my greyhound eat?",
+        "answer": "300 grams of kibble",
+        "answer_session_ids": ["a"],
+        "haystack_session_ids": ["a", "b"],
+        "haystack_sessions": [
+            [{"role": "user", "content": TEXT, "has_answer": True}],
+            [{"role": "assistant", "content": " ".join(FILLER) * 3}],
+        ],
+    }
+    whole = probe([entry], lambda t: t, budget=2048)
+    cut = probe([entry], cutters(CAP)["salient"], budget=2048)
+    assert whole["recall"] == cut["recall"] == 1.0 and cut["kept"] < 0.5 < whole["kept"] == 1.0
+    assert (cut["answers"], cut["answers_kept"]) == (1, 1)

@@ -91,7 +91,7 @@ def salient_cut(
         if count(_render(label, sentences, sorted([*chosen, i]))) <= cap:
             chosen.append(i)
     if not chosen:
-        return Cut(_shortened(label + sentences[ranked[0]], cap, count), 1, len(sentences) - 1)
+        return Cut(shortened(label + sentences[ranked[0]], cap, count), 1, len(sentences) - 1)
     return Cut(_render(label, sentences, sorted(chosen)), len(chosen), len(sentences) - len(chosen))
 
 
@@ -128,7 +128,7 @@ def _render(label: str, sentences: Sequence[str], chosen: Sequence[int]) -> str:
     return label + lead + "".join(parts) + tail
 
 
-def _shortened(text: str, cap: int, count: Callable[[str], int]) -> str:
+def shortened(text: str, cap: int, count: Callable[[str], int]) -> str:
     """The words of `text` from its start that fit in `cap` with an ellipsis after them."""
     words = _WORDS.findall(text)
     low, high = 0, len(words)

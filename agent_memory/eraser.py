@@ -145,7 +145,8 @@ class Eraser:
         reason = _check_reason(reason)
         async with self._lock:
             closure, texts = await self._resolve(memory_ids, turn_ids, session_id, namespace, whole_namespace)
-            if Needles.of(texts).hits(reason.lower().encode("utf-8")).size:
+            needles = await asyncio.to_thread(Needles.of, texts)  # a session's words: seconds of numpy, off the loop
+            if needles.hits(reason.lower().encode("utf-8")).size:
                 raise InvalidInput("reason quotes the text being erased; it is kept, so say why without quoting it")
             erase_id = new_id()
             selector = {
@@ -274,7 +275,7 @@ class Eraser:
         await self._flush_retrievals()
         for table, column in QUOTING:
             rows = await self._store.quoting(table, column)
-            quoting = [rowid for rowid, text in rows if needles.hits(text.lower().encode("utf-8")).size]
+            quoting = await asyncio.to_thread(_quoting, needles, rows)
             await self._store.drop_quoting(table, quoting)
         await self._store.compact_files(vacuum=False)
         await self._graph.checkpoint()
@@ -288,6 +289,11 @@ class Eraser:
             report = await asyncio.to_thread(scan_tree, self._dir, needles)
             steps.done("vacuum_and_scan")
         return report
+
+
+def _quoting(needles: Needles, rows: list[tuple[str, str]]) -> list[str]:
+    """The rows whose text holds a needle (every retrieval ever recorded: a worker thread's work)."""
+    return [rowid for rowid, text in rows if needles.hits(text.lower().encode("utf-8")).size]
 
 
 class _Steps:

@@ -145,6 +145,8 @@ CASES = [
     ),
     Case("supersede-empty-text", ("supersede", "m1", " ", "--expected-revision", "1"), ("empty",), "{ro}", "store"),
     Case("forget-nothing-named", ("forget",), ("needs a MEMORY_ID, or a policy",)),
+    Case("erase-nothing-named", ("erase", "--reason", "asked"), ("nothing was named",)),
+    Case("erase-without-reason", ("erase", "--session", "s1"), ("--reason",)),
     Case("forget-without-revision", ("forget", "m1"), ("--expected-revision",)),
     Case("forget-unknown-role", ("forget", "--role", "narrator"), ("argument --role", "'narrator'")),
     Case("forget-naive-before", ("forget", "--before", "yesterday"), ("not an ISO-8601 time",)),

@@ -350,6 +350,8 @@ async def cmd_forget(config: Config, args: argparse.Namespace) -> int:
 
 async def cmd_erase(config: Config, args: argparse.Namespace) -> int:
     """erase: what went and the proof (exit 1 if the scan found any hit), or with --dry-run what would go."""
+    if not (args.memory_ids or args.turn_ids or args.session_id is not None or args.whole_namespace):
+        raise InvalidInput("erase needs --memory, --turn, --session or --whole-namespace: nothing was named")
     selection: dict[str, Any] = {
         "memory_ids": args.memory_ids, "turn_ids": args.turn_ids, "session_id": args.session_id,
         "namespace": args.namespace, "whole_namespace": args.whole_namespace,

@@ -347,6 +347,17 @@ class ServeConfig(_Section):
         return {job: interval for job, interval in every.items() if interval > timedelta(0)}
 
 
+class NotesConfig(_Section):
+    """Notes and the boot context that coding agents read through MCP (docs/mcp.md)."""
+
+    handoff_max_age_days: float = Field(default=14.0, gt=0)
+    """A handoff older than this leaves the boot context (it is still listed and recalled)."""
+    boot_candidates: int = Field(default=40, ge=1, le=500)
+    """How many notes the task's retrieval ranks for the boot context (the most relevant come first)."""
+    recent_per_section: int = Field(default=20, ge=1, le=500)
+    """The latest notes of each boot section considered besides the task's own hits."""
+
+
 class Config(_Section):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)  # so the default "~" expands
 
@@ -369,6 +380,7 @@ class Config(_Section):
     image: ImageConfig = ImageConfig()
     sleep: SleepConfig = SleepConfig()
     serve: ServeConfig = ServeConfig()
+    notes: NotesConfig = NotesConfig()
 
     @field_validator("data_dir", mode="before")
     @classmethod

@@ -43,6 +43,7 @@ from agent_memory.models import (
     new_id,
     utc_now,
 )
+from agent_memory.notes import Notes
 from agent_memory.policy.controller import HeuristicPolicy, Policy
 from agent_memory.policy.habituation import KeepShare
 from agent_memory.read_path import ReadPath
@@ -216,6 +217,15 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 data_dir=data_dir,
                 clock=self.clock,
             )
+            self.notes = Notes(
+                self.records,
+                self.process_turns,
+                self._ranked_ids,
+                lambda: make_counter("cl100k_base"),
+                self.clock,
+                self.config.notes,
+                data_dir,
+            )
             self.recovered_turns = (await self.recovery.recover()).indexed
             await self.projector.drain()
             await self.eraser.resume()  # an erase a crash cut short is finished before anything reads
@@ -223,6 +233,9 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self.projector.start()
             stack.push_async_callback(self.projector.stop)
             self._stack = stack.pop_all()
+
+    async def _ranked_ids(self, query: str, namespace: str, k: int) -> list[str]:
+        return [result.memory.memory_id for result in await self.retrieve(query, k=k, namespace=namespace)]
 
     async def close(self) -> None:
         """Finish projecting, then close every engine in reverse order. Idempotent."""
@@ -282,6 +295,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                     t.at or now,
                     check_emotion(t.emotional_context),
                     images=tuple(image.media_path for image in shared),
+                    note=t.note,
                 )
                 for (t, role), shared in zip(checked, images, strict=True)
             ]

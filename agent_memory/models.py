@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NewType
 
+from agent_memory.note_models import NoteMeta
+
 MemoryId = NewType("MemoryId", str)
 TurnId = NewType("TurnId", str)
 Vector = Sequence[float]
@@ -109,6 +111,8 @@ class TurnInput:
     namespace: str = "default"
     images: Sequence[bytes | Path] = ()
     """Images shared with the turn (encoded bytes or a file): each becomes an image memory linked to it."""
+    note: NoteMeta | None = None
+    """A note's label (note_models.py): the turn is a note an agent wrote on purpose, and is always kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +131,8 @@ class LogRecord:
     images: tuple[str, ...] = ()
     """The images shared with the turn, as the store keeps them ("images/<sha256>.<ext>"), never their bytes:
     enough for crash recovery to rebuild their memories from the files written before the log line."""
+    note: NoteMeta | None = None
+    """A note's label, in the log so that recovery rebuilds the note as it was written."""
 
 
 @dataclass(frozen=True, slots=True)

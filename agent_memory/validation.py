@@ -184,7 +184,9 @@ def check_turn(turn: TurnInput, *, max_bytes: int, now: datetime) -> tuple[TurnI
     at = check_time(turn.at, default=now, field="at")
     emotion = check_emotion(turn.emotional_context)
     images = check_images(turn.images)
-    normalised = TurnInput(turn.session_id, turn.turn_number, text, role.value, emotion, at, turn.namespace, images)
+    normalised = TurnInput(
+        turn.session_id, turn.turn_number, text, role.value, emotion, at, turn.namespace, images, note=turn.note
+    )
     return normalised, text, role
 
 

@@ -44,6 +44,7 @@ from agent_memory.models import (
     TurnRow,
     fresh_memory,
 )
+from agent_memory.note_models import NoteKind
 from agent_memory.policy.controller import Policy, TurnSignals, Verdict, surprise_of
 from agent_memory.policy.habituation import KeepShare
 from agent_memory.scoring import nearest_gap
@@ -98,7 +99,7 @@ class WritePath:
     def _start_embedding(self, records: Sequence[LogRecord]) -> asyncio.Task[np.ndarray]:
         """The model's pass over the turns that are not phatic, started at once: the log append, the drafts and the
         SQLite reads of `_read_ahead` run while it works (the embedding is most of a turn's time)."""
-        texts = [r.content for r in records if not is_phatic(r.content)]
+        texts = [r.content for r in records if not _phatic(r)]
         return asyncio.ensure_future(self.embedder.embed(texts))
 
     async def _commit(
@@ -142,7 +143,7 @@ class WritePath:
         given = record.emotional_context
         emotion, source = (given, "caller") if given is not None else (self.emotion.score(record.content), "lexicon")
         text = record.content
-        return Draft(record, text_features(text), is_phatic(text), emotion, source, self.extractor.entities(text))
+        return Draft(record, text_features(text), _phatic(record), emotion, source, self.extractor.entities(text))
 
     async def _previous_turns(self, drafts: Sequence[Draft]) -> None:
         """Each turn's predecessor in its session: from this batch, the manager's cache of each session's last
@@ -216,7 +217,7 @@ class WritePath:
         """The turn a short turn is embedded with: `earlier`, the row in `batch` of its session's turn before it,
         else the text of the session's latest memory before it; None for a long turn or a long predecessor."""
         record, limit = draft.record, self.config.embedding.with_previous_max_chars
-        if len(record.content) > limit:
+        if len(record.content) > limit or record.note is not None:  # a note stands alone: no neighbour's words
             return None
         if earlier is not None:
             return earlier if len(batch[earlier].record.content) <= limit else None
@@ -296,6 +297,10 @@ class WritePath:
     # ----- the decision ------------------------------------------------------------------------------
 
     async def _decide(self, drafts: Sequence[Draft]) -> list[SaveDecision]:
+        notes = {id(d): _note_decision(d) for d in drafts if d.record.note is not None}
+        if notes:  # written on purpose: kept, never judged; the other turns of the batch are judged as ever
+            judged = iter(await self._decide([d for d in drafts if id(d) not in notes]))
+            return [notes[id(d)] if id(d) in notes else next(judged) for d in drafts]
         if self.config.save.keep_all:
             return [self._keep_all(d) for d in drafts]
         asked = [d for d in drafts if d.signals and not d.phatic and self.policy.fast_path(d.signals) is None]
@@ -416,7 +421,15 @@ class WritePath:
         embedding = draft.vector.astype("<f4").tobytes()
         gap = draft.signals.gap_id if draft.signals else None
         return TurnCommit(
-            turn, decision, memory, embedding, self.embedder.name, fills_gap=gap, images=shared, derive_keywords=True
+            turn,
+            decision,
+            memory,
+            embedding,
+            self.embedder.name,
+            fills_gap=gap,
+            images=shared,
+            derive_keywords=True,
+            note=record.note,
         )
 
     def _shared_image(self, draft: Draft, image: StoredImage, now: datetime) -> ImageCommit:
@@ -445,3 +458,34 @@ class WritePath:
             turn_number=record.turn_number,
             role=record.role,
         )
+
+
+NOTE_MEMORY_TYPES = {
+    NoteKind.DECISION: MemoryType.SEMANTIC,
+    NoteKind.FACT: MemoryType.SEMANTIC,
+    NoteKind.FINDING: MemoryType.SEMANTIC,
+    NoteKind.PROCEDURE: MemoryType.PROCEDURAL,
+    NoteKind.PREFERENCE: MemoryType.PREFERENCE,
+}
+"""A note's memory type by its kind; a plain note, a handoff and a worklog are episodes."""
+
+
+def _phatic(record: LogRecord) -> bool:
+    """A note is never phatic: "thanks, that fixed it" written as a finding was meant to be kept."""
+    return record.note is None and is_phatic(record.content)
+
+
+def _note_decision(draft: Draft) -> SaveDecision:
+    assert draft.record.note is not None
+    kind = draft.record.note.kind
+    features = draft.signals.features() if draft.signals else {}
+    return SaveDecision(
+        True,
+        f"written as a {kind.value} note",
+        DecisionPath.RULE,
+        NOTE_MEMORY_TYPES.get(kind, MemoryType.EPISODIC),
+        1.0,
+        0.8 if kind in NOTE_MEMORY_TYPES else 0.6,
+        features,
+        policy="note",
+    )

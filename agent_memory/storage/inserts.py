@@ -9,6 +9,7 @@ from datetime import datetime
 import aiosqlite
 
 from agent_memory.models import Memory
+from agent_memory.note_models import NoteMeta
 from agent_memory.storage.rows import ImageCommit, TurnCommit, ts
 
 
@@ -36,6 +37,8 @@ async def insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: datetim
         await enqueue(db, memory.memory_id, now)
         if commit.derive_keywords:
             await db.execute("INSERT OR IGNORE INTO pending_keywords (memory_id) VALUES (?)", (memory.memory_id,))
+        if commit.note is not None:
+            await insert_note(db, memory, commit.note)
     for image in commit.images:
         await insert_image(db, image, now)
     await db.execute(
@@ -128,4 +131,21 @@ async def insert_memory(
     await db.executemany(
         "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)",
         [(m.memory_id, e) for e in m.entities],
+    )
+
+
+async def insert_note(db: aiosqlite.Connection, memory: Memory, note: NoteMeta) -> None:
+    """A note's label beside its memory (migration 0024); it goes when the memory row goes (an erase)."""
+    source = note.source.as_dict() if note.source is not None else None
+    await db.execute(
+        "INSERT INTO notes (memory_id, namespace, kind, tags, source, agent, written_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            memory.memory_id,
+            memory.namespace,
+            note.kind.value,
+            json.dumps(list(note.tags), ensure_ascii=False),
+            json.dumps(source, ensure_ascii=False, sort_keys=True) if source else None,
+            note.agent,
+            ts(memory.created_at),
+        ),
     )

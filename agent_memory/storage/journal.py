@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from agent_memory.errors import ClosedError, CorruptRecord, RecordErased, StorageError
 from agent_memory.models import EmotionalContext, LogPosition, LogRecord, Role, TurnId
+from agent_memory.note_models import meta_from_json
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -51,7 +52,10 @@ def record_to_dict(record: LogRecord) -> dict[str, Any]:
         "content": record.content,
         "at": record.at.isoformat(),
         "emotional_context": emotion,
-    } | ({"images": list(record.images)} if record.images else {})  # absent when empty: older lines stay valid
+    } | (  # absent when empty: older lines stay valid
+        ({"images": list(record.images)} if record.images else {})
+        | ({"note": record.note.as_dict()} if record.note is not None else {})
+    )
 
 
 def checksum_of(body: dict[str, Any]) -> str:
@@ -118,6 +122,7 @@ def decode_record(raw: bytes, where: str) -> LogRecord:
         emotional_context=EmotionalContext.from_mapping(data["emotional_context"]),
         checksum=stored,
         images=tuple(str(path) for path in data.get("images", ())),
+        note=meta_from_json(data["note"]) if "note" in data else None,
     )
 
 

@@ -26,6 +26,7 @@ from agent_memory.models import (
     TurnRow,
     fresh_memory,
 )
+from agent_memory.note_models import NoteMeta
 
 MEMORY_COLUMNS = (
     "memory_id, namespace, memory_type, content, keywords, created_at, event_at, last_accessed_at, "
@@ -61,6 +62,8 @@ class TurnCommit:
     """Image memories of the images shared with the turn, committed with it whatever the text's decision."""
     derive_keywords: bool = False
     """The memory's keywords are left to the projector (pending_keywords): they are not on the write path."""
+    note: NoteMeta | None = None
+    """The memory is a note: its label is written to `notes` in the same transaction."""
 
 
 @dataclass(frozen=True, slots=True)

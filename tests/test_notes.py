@@ -1,0 +1,139 @@
+"""Notes (issue #23): written on purpose, always kept, labelled, listed, booted from, and rebuilt by recovery."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from agent_memory import MemoryManager
+from agent_memory.config import Config
+from agent_memory.embeddings.text import Embedder
+from agent_memory.errors import DuplicateTurn, InvalidInput, MemoryNotFound
+from agent_memory.models import LogRecord, Role, TurnId, new_id, utc_now
+from agent_memory.note_models import NoteKind, NoteMeta, NoteSource
+from agent_memory.storage.journal import JsonlJournal
+
+
+async def test_a_note_is_kept_by_the_shipped_defaults_whatever_its_words(judging: MemoryManager) -> None:
+    """The save decision drops "ok, thanks" as phatic; written as a finding it is kept, with its label."""
+    note = await judging.notes.write("ok, thanks", kind="finding", tags=["ci"], agent="codex")
+    assert note.meta == NoteMeta(NoteKind.FINDING, ("ci",), None, "codex")
+    assert note.memory.content == "ok, thanks"
+    assert note.memory.revision == 1
+    again = await judging.notes.get(note.memory.memory_id)
+    assert again.meta.kind is NoteKind.FINDING
+    assert (await judging.get(note.memory.memory_id)).memory_type.value == "semantic"
+
+
+async def test_notes_are_found_by_retrieval_and_listed_newest_first_a_page_at_a_time(manager: MemoryManager) -> None:
+    ids = []
+    for i in range(5):
+        note = await manager.notes.write(
+            f"Decision {i}: the parser uses recursive descent, variant {i}.", kind="decision"
+        )
+        ids.append(note.memory.memory_id)
+    await manager.notes.write("Run the migrations with make migrate before the tests.", kind="procedure")
+    first = await manager.notes.list_notes(kind="decision", limit=2)
+    assert [n.memory.memory_id for n in first.notes] == ids[::-1][:2]
+    assert first.next_cursor is not None
+    second = await manager.notes.list_notes(kind="decision", limit=2, cursor=first.next_cursor)
+    third = await manager.notes.list_notes(kind="decision", limit=2, cursor=second.next_cursor)
+    listed = [n.memory.memory_id for page in (first, second, third) for n in page.notes]
+    assert listed == ids[::-1] and third.next_cursor is None
+    found = await manager.retrieve("how do I run the migrations", k=3)
+    assert "make migrate" in found[0].memory.content
+    with pytest.raises(InvalidInput, match="cursor"):
+        await manager.notes.list_notes(cursor="not-a-cursor")
+    with pytest.raises(InvalidInput, match="kind"):
+        await manager.notes.list_notes(kind="memo")
+
+
+async def test_bad_notes_are_refused_saying_what_was_wrong(manager: MemoryManager) -> None:
+    cases = [
+        ({"text": "   "}, "text"),
+        ({"text": "x", "kind": "handoff"}, "kind"),
+        ({"text": "x", "tags": "ci"}, "tags"),
+        ({"text": "x", "tags": ["a"] * 17}, "tags"),
+        ({"text": "x", "source": {"path": "a.py", "line": 0}}, r"source\.line"),
+        ({"text": "x", "source": {"commit": "not hex"}}, r"source\.commit"),
+        ({"text": "x", "source": {"file": "a.py"}}, "unknown field"),
+    ]
+    for arguments, message in cases:
+        with pytest.raises(InvalidInput, match=message):
+            await manager.notes.write(**arguments)  # type: ignore[arg-type]
+    assert (await manager.notes.list_notes()).notes == []
+    with pytest.raises(MemoryNotFound):
+        await manager.notes.get(new_id())
+
+
+async def test_an_import_key_makes_a_note_idempotent(manager: MemoryManager) -> None:
+    await manager.notes.write("Section one of the guide.", session_id="import:docs/guide.md", turn_number=1)
+    with pytest.raises(DuplicateTurn):
+        await manager.notes.write("Section one of the guide.", session_id="import:docs/guide.md", turn_number=1)
+    assert len((await manager.notes.list_notes()).notes) == 1
+
+
+async def test_boot_opens_with_the_latest_handoff_and_keeps_to_its_budget(manager: MemoryManager) -> None:
+    await manager.notes.handoff("first pass at the cache", ["measure it"], namespace="p")
+    decision = await manager.notes.write(
+        "We keep SQLite as the source of truth for the cache index.", kind="decision", namespace="p"
+    )
+    await manager.notes.write("The cache test is flaky under load: it sleeps 10 ms.", kind="finding", namespace="p")
+    await manager.notes.write("Should the cache be shared across workers?", namespace="p")
+    latest = await manager.notes.handoff(
+        "moved the cache behind an interface",
+        ["wire the eviction policy", "bench it"],
+        ["do not touch the lock"],
+        namespace="p",
+        agent="claude-code",
+    )
+    boot = await manager.notes.boot("cache eviction", budget_tokens=600, namespace="p")
+    assert boot.handoff_id == latest.memory.memory_id
+    assert boot.text.index("moved the cache") < boot.text.index("source of truth")
+    assert "first pass" not in boot.text  # only the latest handoff
+    assert {item.section for item in boot.items} == {"handoff", "decision", "warning", "question"}
+    assert boot.tokens <= 600
+    small = await manager.notes.boot("cache eviction", budget_tokens=60, namespace="p")
+    assert small.tokens <= 60 and small.omitted > 0
+    await manager.supersede(
+        decision.memory.memory_id, "Postgres is the source of truth for the cache index.", expected_revision=1
+    )
+    after = await manager.notes.boot("cache eviction", namespace="p")
+    assert "SQLite as the source" not in after.text
+    assert (await manager.notes.boot("cache", namespace="other")).items == []
+
+
+async def test_an_old_handoff_leaves_the_boot(config: Config, embedder: Embedder) -> None:
+    now = [utc_now()]
+    async with MemoryManager.open(config, embedder=embedder, clock=lambda: now[0]) as manager:
+        await manager.notes.handoff("shipped the exporter", ["announce it"])
+        assert (await manager.notes.boot("")).handoff_id is not None
+        now[0] += timedelta(days=config.notes.handoff_max_age_days + 1)
+        assert (await manager.notes.boot("")).handoff_id is None
+
+
+async def test_recovery_rebuilds_a_logged_note_with_its_label(config: Config, embedder: Embedder) -> None:
+    """A note in the log whose SQLite commit never happened (a crash between the two) comes back as a note."""
+    async with MemoryManager.open(config, embedder=embedder):
+        pass
+    journal = await JsonlJournal.open(config.data_dir / "logs")
+    meta = NoteMeta(NoteKind.DECISION, ("arch",), NoteSource(path="src/app.py", line=12), "codex")
+    record = LogRecord(
+        TurnId(new_id()),
+        "default",
+        f"note:{new_id()}",
+        0,
+        Role.USER,
+        "Use one event loop per process.",
+        utc_now(),
+        None,
+        note=meta,
+    )
+    await journal.append_many([record])
+    await journal.aclose()
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        assert manager.recovered_turns == 1
+        notes = (await manager.notes.list_notes()).notes
+        assert [n.meta for n in notes] == [meta]
+        assert notes[0].memory.content == "Use one event loop per process."

@@ -36,6 +36,7 @@ from agent_memory.models import (
     LogPosition,
     LogRecord,
     Memory,
+    RetrievalResult,
     Revision,
     TurnId,
     TurnInput,
@@ -220,7 +221,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self.notes = Notes(
                 self.records,
                 self.process_turns,
-                self._ranked_ids,
+                self._ranked,
                 lambda: make_counter("cl100k_base"),
                 self.clock,
                 self.config.notes,
@@ -234,8 +235,8 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             stack.push_async_callback(self.projector.stop)
             self._stack = stack.pop_all()
 
-    async def _ranked_ids(self, query: str, namespace: str, k: int) -> list[str]:
-        return [result.memory.memory_id for result in await self.retrieve(query, k=k, namespace=namespace)]
+    async def _ranked(self, query: str, namespace: str, k: int) -> list[RetrievalResult]:
+        return await self.retrieve(query, k=k, namespace=namespace)
 
     async def close(self) -> None:
         """Finish projecting, then close every engine in reverse order. Idempotent."""

@@ -37,6 +37,8 @@ WRITABLE_KINDS = tuple(kind.value for kind in NoteKind if kind not in (NoteKind.
 MAX_TAGS = 16
 MAX_TAG_CHARS = 64
 MAX_SOURCE_CHARS = 4096
+MAX_NOTE_STEPS = 50
+"""A handoff's next steps, and its warnings, at most."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,8 +27,9 @@ from typing import Any
 from agent_memory.cognition.tokens import TokenCounter
 from agent_memory.config import NotesConfig
 from agent_memory.errors import InvalidInput, MemoryNotFound
-from agent_memory.models import Memory, MemoryStatus, TurnInput, TurnResult, new_id
+from agent_memory.models import Memory, MemoryStatus, RetrievalResult, TurnInput, TurnResult, new_id
 from agent_memory.note_models import (
+    MAX_NOTE_STEPS,
     WRITABLE_KINDS,
     Boot,
     BootItem,
@@ -42,13 +43,14 @@ from agent_memory.note_models import (
 )
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import dt, ts
+from agent_memory.validation import check_identifier
 
 log = logging.getLogger(__name__)
 MAX_LIST = 200
 GIT_TIMEOUT = 2.0
 Write = Callable[[Sequence[TurnInput]], Awaitable[list[TurnResult]]]
-Rank = Callable[[str, str, int], Awaitable[list[str]]]
-"""(query, namespace, k) -> memory ids, best first: the manager's retrieval."""
+Rank = Callable[[str, str, int], Awaitable[list[RetrievalResult]]]
+"""(query, namespace, k) -> the manager's retrieval, best first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,9 @@ class Notes:
         """A handoff: what was done, what comes next, what to watch out for. The next agent's boot opens with the
         latest one."""
         steps, cautions = _items("next_steps", next_steps), _items("warnings", warnings)
+        for name, given in (("next_steps", steps), ("warnings", cautions)):
+            if len(given) > MAX_NOTE_STEPS:
+                raise InvalidInput(f"{name}: {len(given)} given, at most {MAX_NOTE_STEPS}")
         if not isinstance(done, str) or not done.strip():
             raise InvalidInput("done: say what was done")
         if not steps:
@@ -173,6 +178,7 @@ class Notes:
         cursor: str | None = None,
     ) -> NotePage:
         """The active notes, newest first, `limit` at a time; `next_cursor` continues where a page ended."""
+        check_identifier("namespace", namespace)
         if kind is not None:
             note_meta(kind)  # a clear error for an unknown kind
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
@@ -200,6 +206,26 @@ class Notes:
         more = len(rows) > limit and page
         return NotePage(notes, _encode_cursor(page[-1][1], page[-1][0]) if more else None)
 
+    async def recall(
+        self, query: str, *, k: int = 8, namespace: str = "default"
+    ) -> list[tuple[RetrievalResult, NoteMeta | None]]:
+        """The manager's retrieval for `query`, each result with its note's label (None for a memory of a turn)."""
+        results = await self._rank(query, namespace, k)
+        labels = await self.labels([result.memory.memory_id for result in results])
+        return [(result, labels.get(result.memory.memory_id)) for result in results]
+
+    async def labels(self, memory_ids: Sequence[str]) -> dict[str, NoteMeta]:
+        """The labels of those of `memory_ids` that are notes."""
+        found: dict[str, NoteMeta] = {}
+        for start in range(0, len(memory_ids), 500):
+            chunk = list(memory_ids[start : start + 500])
+            rows = await self.records._fetch(
+                f"SELECT memory_id, kind, tags, source, agent FROM notes WHERE memory_id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            found |= {row[0]: _meta(row[1:5]) for row in rows}
+        return found
+
     # ----- the boot context --------------------------------------------------------------------------
 
     async def boot(self, task: str = "", *, budget_tokens: int = 600, namespace: str = "default") -> Boot:
@@ -207,7 +233,11 @@ class Notes:
         no task), then open questions: as many as `budget_tokens` holds, counted over the whole text."""
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or not 50 <= budget_tokens <= 100_000:
             raise InvalidInput(f"budget_tokens: {budget_tokens!r} is not a budget (50-100000 tokens)")
-        ranked = await self._rank(task, namespace, self.config.boot_candidates) if task.strip() else []
+        check_identifier("namespace", namespace)
+        if not isinstance(task, str):
+            raise InvalidInput("task: expected text")
+        found = await self._rank(task, namespace, self.config.boot_candidates) if task.strip() else []
+        ranked: list[str] = [result.memory.memory_id for result in found]
         rows = await self._snapshot(namespace, ranked)
         order = {memory_id: i for i, memory_id in enumerate(ranked)}
         oldest = self.clock() - timedelta(days=self.config.handoff_max_age_days)

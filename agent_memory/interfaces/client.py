@@ -39,6 +39,7 @@ from agent_memory.errors import (
     RevisionConflict,
     StorageError,
 )
+from agent_memory.interfaces.client_notes import NotesClient
 from agent_memory.interfaces.discovery import live_daemon
 from agent_memory.interfaces.token import read_token
 from agent_memory.models import (
@@ -104,6 +105,8 @@ class DaemonClient:
         self.url = url
         headers = {"Authorization": f"Bearer {token}"}
         self._http = httpx.AsyncClient(base_url=url, headers=headers, timeout=REQUEST_TIMEOUT, transport=transport)
+        self.notes = NotesClient(self)
+        """The note routes, as `MemoryManager.notes` (client_notes.py)."""
 
     async def __aenter__(self) -> Self:
         return self

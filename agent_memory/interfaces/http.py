@@ -46,6 +46,7 @@ from agent_memory.errors import (
 )
 from agent_memory.interfaces.http_facts import fact_routes
 from agent_memory.interfaces.http_guard import UNAUTHORIZED, CatchAll, RequestGuard, error_body, errors
+from agent_memory.interfaces.http_notes import note_routes
 from agent_memory.interfaces.http_revisions import revision_routes
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, Role, TurnInput, TurnResult
@@ -270,7 +271,7 @@ def create_app(
     bearer = [Depends(BearerToken(token))]  # the guard checked it already; this declares it in the schema
     app.include_router(_routes(manager, scheduler), dependencies=bearer, responses=errors(401, 408, 413, 500, 503))
     app.include_router(_streams(manager), dependencies=bearer)
-    for router in (revision_routes(manager), fact_routes(manager)):
+    for router in (revision_routes(manager), fact_routes(manager), note_routes(manager)):
         app.include_router(router, dependencies=bearer, responses=errors(401, 408, 413, 500, 503))
     return app
 

@@ -100,6 +100,11 @@ class RevisionQueries:
                 "VALUES (?, ?, 'SUPERSEDES', 1, ?, ?)",
                 (new.memory_id, change.memory_id, ts(change.at), change.reason or ""),
             )
+            await db.execute(  # a note's successor is the same kind of note (notes.py): a decision replaced is one
+                "INSERT INTO notes (memory_id, namespace, kind, tags, source, agent, written_at) "
+                "SELECT ?, namespace, kind, tags, source, coalesce(?, agent), ? FROM notes WHERE memory_id = ?",
+                (new.memory_id, change.agent, ts(change.at), change.memory_id),
+            )
             await db.execute(
                 "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'payload')",
                 (change.memory_id, ts(change.at)),

@@ -226,6 +226,16 @@ class Notes:
             found |= {row[0]: _meta(row[1:5]) for row in rows}
         return found
 
+    async def counts(self, namespace: str = "default") -> dict[str, int]:
+        """How many active notes of each kind `namespace` holds."""
+        check_identifier("namespace", namespace)
+        rows = await self.records._fetch(
+            "SELECT n.kind, count(*) FROM notes n JOIN memories m USING (memory_id) "
+            "WHERE n.namespace = ? AND m.status = 'active' GROUP BY n.kind",
+            (namespace,),
+        )
+        return {str(kind): int(count) for kind, count in rows}
+
     # ----- the boot context --------------------------------------------------------------------------
 
     async def boot(self, task: str = "", *, budget_tokens: int = 600, namespace: str = "default") -> Boot:

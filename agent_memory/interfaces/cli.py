@@ -20,6 +20,7 @@ from typing import Any
 from agent_memory.config import Config, load_config
 from agent_memory.errors import AgentMemoryError, InvalidInput
 from agent_memory.interfaces.cli_facts import cmd_fact_history, cmd_facts, cmd_remember
+from agent_memory.interfaces.cli_mcp import cmd_mcp
 from agent_memory.interfaces.cli_parser import build_parser
 from agent_memory.interfaces.routing import open_store
 from agent_memory.manager import MemoryManager
@@ -450,6 +451,7 @@ COMMANDS = {
     "restore": cmd_forget,
     "erase": cmd_erase,
     "serve": cmd_serve,
+    "mcp": cmd_mcp,
 }
 
 if __name__ == "__main__":

@@ -198,6 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="ingest a sample conversation, answer questions, reopen")
     demo.add_argument("--data", type=Path, help="a JSONL conversation (default: data/sample_conversation.jsonl)")
+
+    mcp = commands.add_parser("mcp", help="the MCP server for coding agents, through the daemon (docs/mcp.md)")
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default: stdio")
+    mcp.add_argument("--port", type=_port, default=0, help="with --transport http: the loopback port (0: a free one)")
+    mcp.add_argument("--namespace", help="default: the project's (inside a git repository), else default")
+    mcp.add_argument("--agent", default="mcp", help="who the notes are from (setup writes the client's name)")
+    mcp.add_argument("--no-start", action="store_true", help="do not start a daemon when none runs: fail instead")
     return parser
 
 

@@ -98,6 +98,10 @@ class NotesClient:
 
         return cast(list[tuple[RetrievalResult, NoteMeta | None]], self._client._decode(_ANY, data, prepare))
 
+    async def counts(self, namespace: str = "default") -> dict[str, int]:
+        data = await self._client._call("GET", "/v1/notes/counts", params={"namespace": namespace})
+        return cast(dict[str, int], self._client._decode(_ANY, data, lambda d: {str(k): int(v) for k, v in d.items()}))
+
     async def boot(self, task: str = "", *, budget_tokens: int = 600, namespace: str = "default") -> Boot:
         body = {"task": task, "budget_tokens": budget_tokens, "namespace": namespace}
         return self._client._decode(_BOOT, await self._client._call("POST", "/v1/boot", json=body))

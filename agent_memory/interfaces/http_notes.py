@@ -118,6 +118,11 @@ def note_routes(manager: MemoryManager) -> APIRouter:
         page = await manager.notes.list_notes(namespace=namespace, kind=kind, since=since, limit=limit, cursor=cursor)
         return page_json(page)
 
+    @v1.get("/notes/counts", responses=errors(400, 422))
+    async def counts(namespace: str = "default") -> dict[str, int]:
+        """How many active notes of each kind the namespace holds."""
+        return await manager.notes.counts(namespace)
+
     @v1.get("/notes/{memory_id}", responses=errors(400, 404, 422))
     async def read(memory_id: str, check_source: bool = True) -> dict[str, Any]:
         """One note with its label; with `check_source`, whether its source file changed since its commit."""

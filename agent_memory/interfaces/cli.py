@@ -57,6 +57,10 @@ def _run(args: argparse.Namespace) -> int:
         setattr(args, name, getattr(args, name, None))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     config = _config(args)
+    if args.command == "demo" and args.agents:
+        from agent_memory.interfaces.demo_agents import run_agents_demo
+
+        return asyncio.run(run_agents_demo(args.data_dir))
     if args.command == "demo":
         from agent_memory.interfaces.demo import run_demo
 

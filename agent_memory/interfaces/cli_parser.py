@@ -198,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="ingest a sample conversation, answer questions, reopen")
     demo.add_argument("--data", type=Path, help="a JSONL conversation (default: data/sample_conversation.jsonl)")
+    demo.add_argument("--agents", action="store_true", help="two coding agents hand work over through MCP instead")
 
     mcp = commands.add_parser("mcp", help="the MCP server for coding agents, through the daemon (docs/mcp.md)")
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default: stdio")

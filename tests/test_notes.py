@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from agent_memory import MemoryManager
-from agent_memory.config import Config
+from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.errors import DuplicateTurn, InvalidInput, MemoryNotFound
 from agent_memory.models import LogRecord, Role, TurnId, new_id, utc_now
@@ -137,3 +139,33 @@ async def test_recovery_rebuilds_a_logged_note_with_its_label(config: Config, em
         notes = (await manager.notes.list_notes()).notes
         assert [n.meta for n in notes] == [meta]
         assert notes[0].memory.content == "Use one event loop per process."
+
+
+def committed_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A git repository holding app.py at one commit, and that commit."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    (repo / "app.py").write_text("RETRIES = 3\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "app.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    return repo, commit
+
+
+async def test_a_note_whose_source_file_changed_since_its_commit_is_stale(tmp_path: Path, embedder: Embedder) -> None:
+    repo, commit = committed_repo(tmp_path)
+    config = load_config(environ={}, data_dir=str(repo / ".agent_memory"))
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        note = await manager.notes.write(
+            "We retry three times.", kind="decision", source={"path": "app.py", "commit": commit, "line": 1}
+        )
+        fresh = await manager.notes.get(note.memory.memory_id, check_source=True)
+        assert fresh.stale is False
+        (repo / "app.py").write_text("RETRIES = 5\n")
+        changed = await manager.notes.get(note.memory.memory_id, check_source=True)
+        assert changed.stale is True and "app.py changed since" in (changed.stale_reason or "")
+        unknown = await manager.notes.write("Odd.", source={"path": "app.py", "commit": "deadbeef"})
+        unsure = await manager.notes.get(unknown.memory.memory_id, check_source=True)
+        assert unsure.stale is None and "git could not compare" in (unsure.stale_reason or "")

@@ -1,0 +1,186 @@
+"""The MCP server's cost (issue #23): round trips over stdio through the daemon, a cold start, and boot size.
+
+`python scripts/bench_mcp.py --size 10000 --calls 200 [--keep DIR] [--out FILE]`:
+1. builds (or reuses) the latency benchmark's synthetic store of `--size` memories (bench/latency.py) and adds 60
+   notes (decisions, findings, procedures) and a handoff;
+2. cold start, `--cold` times: no daemon runs; an `agent-memory mcp` process is spawned over stdio and the time
+   to the first `memory_boot` answer is taken (the MCP server starts, finds no daemon, starts one, waits for it);
+3. warm: `--calls` `memory_recall` and `memory_boot` calls, interleaved, over that stdio session: p50 / p95 of the
+   round trip as the client sees it;
+4. boot growth: 1,000 more notes and 100 handoffs written through MCP; the boot context's tokens and time at
+   checkpoints, which must stay inside the budget and not grow with the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+from agent_memory.bench.perf import percentile
+from agent_memory.bench.revisions_bench import synthetic_store
+from agent_memory.interfaces.discovery import live_daemon, read_daemon_file
+from agent_memory.manager import MemoryManager
+
+KINDS = ("decision", "finding", "procedure")
+TOPICS = (
+    "the export job", "the retry policy", "the cache index", "the auth tokens", "the build", "the migrations",
+    "the search ranking", "the upload limits", "the scheduler", "the logging format", "the feature flags",
+    "the test fixtures", "the release script", "the config loader", "the rate limiter",
+)  # fmt: skip
+QUERIES = (
+    "how are retries handled?", "what did we decide about the cache?", "how do I run the migrations?",
+    "which limits apply to uploads?", "what is wrong with the scheduler?", "how is search ranked?",
+    "where do feature flags live?", "how do we release?",
+)  # fmt: skip
+
+
+def _note(i: int) -> tuple[str, str]:
+    topic = TOPICS[i % len(TOPICS)]
+    kind = KINDS[i % len(KINDS)]
+    text = {
+        "decision": f"Decision {i}: {topic} keeps its state in SQLite, batches of {50 + i % 7 * 50}, no global lock.",
+        "finding": f"Finding {i}: {topic} fails when the clock jumps; the test waits {10 + i % 5} ms too little.",
+        "procedure": f"Procedure {i}: to change {topic}, edit the module, run make check, then bump the version.",
+    }[kind]
+    return kind, text
+
+
+async def _seed_notes(config: Any, embedder: Any) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        if (await manager.notes.counts()).get("decision"):
+            return
+        for i in range(60):
+            kind, text = _note(i)
+            await manager.notes.write(text, kind=kind, agent="bench")
+        await manager.notes.handoff("Seeded the store.", ["measure the MCP server"], agent="bench")
+
+
+def _server(data_dir: Path) -> StdioServerParameters:
+    command = "from agent_memory.interfaces.cli import main; raise SystemExit(main())"
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-c", command, "--data-dir", str(data_dir), "mcp", "--namespace", "default", "--agent", "bench"],
+        cwd=str(data_dir.parent),
+    )
+
+
+def _stop(data_dir: Path) -> None:
+    info = read_daemon_file(data_dir)
+    if info is None or live_daemon(data_dir) is None:
+        return
+    os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while live_daemon(data_dir) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+async def _timed(session: Client, name: str, arguments: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    started = time.perf_counter()
+    result = await session.call_tool(name, arguments)
+    took = (time.perf_counter() - started) * 1000
+    if result.is_error or result.structured_content is None:
+        raise RuntimeError(f"{name} failed: {result.content}")
+    return took, result.structured_content
+
+
+async def cold_start(data_dir: Path) -> float:
+    """Seconds from spawning `agent-memory mcp` (no daemon running) to the first memory_boot answer."""
+    _stop(data_dir)
+    started = time.perf_counter()
+    async with Client(_server(data_dir)) as session:
+        await _timed(session, "memory_boot", {"task": "start"})
+        return time.perf_counter() - started
+
+
+async def run(size: int, calls: int, cold: int, keep: Path | None, growth: bool = True) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as scratch:
+        config, embedder = await synthetic_store(keep or Path(scratch), size, fresh=keep is None)
+        await _seed_notes(config, embedder)
+        await embedder.aclose()
+        data_dir = config.data_dir
+        try:
+            colds = [await cold_start(data_dir) for _ in range(cold)]
+            rng = random.Random(7)
+            times: dict[str, list[float]] = {"memory_recall": [], "memory_boot": []}
+            async with Client(_server(data_dir)) as session:
+                for _ in range(10):  # warm the daemon's caches and the connection
+                    await _timed(session, "memory_recall", {"query": rng.choice(QUERIES)})
+                for n in range(calls):
+                    query = rng.choice(QUERIES)
+                    took, _ = await _timed(session, "memory_recall", {"query": query})
+                    times["memory_recall"].append(took)
+                    took, _ = await _timed(session, "memory_boot", {"task": query, "budget_tokens": 600})
+                    times["memory_boot"].append(took)
+                    if n % 50 == 0:
+                        logging.info("round %d of %d", n, calls)
+                boots = await _growth(session, rng) if growth else []
+        finally:
+            _stop(data_dir)
+    report: dict[str, Any] = {"size": size, "calls": calls, "cold_start_s": colds, "boot_growth": boots}
+    for name, values in times.items():
+        report[name] = {"p50_ms": statistics.median(values), "p95_ms": percentile(values, 95), "n": len(values)}
+    return report
+
+
+async def _growth(session: Client, rng: random.Random) -> list[dict[str, Any]]:
+    """The boot after 0, 275, 550 and 1,100 more writes (10 notes to a handoff)."""
+    checkpoints, written, found = (0, 275, 550, 1100), 0, []
+    for target in checkpoints:
+        while written < target:
+            if written % 11 == 10:
+                steps = [f"step {written} on {rng.choice(TOPICS)}"]
+                await _timed(session, "memory_handoff", {"done": f"Session {written} done.", "next_steps": steps})
+            else:
+                kind, text = _note(1000 + written)
+                await _timed(session, "memory_write", {"text": text, "type": kind})
+            written += 1
+        took, boot = await _timed(session, "memory_boot", {"task": "change the retry policy", "budget_tokens": 600})
+        found.append({"writes": written, "tokens": boot["tokens"], "items": len(boot["items"]), "ms": took})
+        logging.info("after %d writes: boot %d tokens, %.1f ms", written, boot["tokens"], took)
+    return found
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [f"store: {report['size']} synthetic memories + notes; {report['calls']} calls of each tool over stdio"]
+    for name in ("memory_recall", "memory_boot"):
+        r = report[name]
+        lines.append(f"{name}: p50 {r['p50_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms")
+    colds = report["cold_start_s"]
+    if colds:
+        lines.append(f"cold start to first answer: median {statistics.median(colds):.2f} s of {colds}")
+    lines.extend(
+        f"boot after {p['writes']} more writes: {p['tokens']} tokens, {p['items']} items, {p['ms']:.1f} ms"
+        for p in report["boot_growth"]
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="MCP round trips, cold start and boot size (issue #23)")
+    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--cold", type=int, default=3, help="cold starts to time")
+    parser.add_argument("--keep", type=Path, help="build the store here and reuse it next time")
+    parser.add_argument("--no-growth", action="store_true", help="skip the 1,100 writes of the boot growth check")
+    parser.add_argument("--out", type=Path, help="write the report as JSON here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    report = asyncio.run(run(args.size, args.calls, args.cold, args.keep, growth=not args.no_growth))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(format_report(report))
+    return 0

@@ -2,11 +2,17 @@
 
 Importing the package sets the offline defaults (no hub downloads, litellm's bundled cost map) unless the
 caller has set them already; nothing here reaches the network.
+
+`MemoryManager` is imported on first use (PEP 562 `__getattr__`), not with the package: the faces that only talk
+to a daemon (the CLI through a live daemon, the MCP server, the hooks) import `agent_memory` and must not pay for
+the engines (Kuzu, aiosqlite, numpy) or the model behind it. The light names (config, errors, models) are eager.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from typing import TYPE_CHECKING, Any
 
 for _key, _value in (
     ("HF_HUB_OFFLINE", "1"),
@@ -51,7 +57,6 @@ from agent_memory.errors import (  # noqa: E402
     StoreLocked,
     TurnNotFound,
 )
-from agent_memory.manager import MemoryManager  # noqa: E402
 from agent_memory.models import (  # noqa: E402
     DoctorReport,
     EmotionalContext,
@@ -69,6 +74,27 @@ from agent_memory.models import (  # noqa: E402
     TurnInput,
     TurnResult,
 )
+
+if TYPE_CHECKING:
+    from agent_memory.manager import MemoryManager
+
+_LAZY = {"MemoryManager": "agent_memory.manager"}
+"""Public names imported on first access, and the module each comes from."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import a lazy public name on first access and keep it as a module attribute (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 __all__ = [

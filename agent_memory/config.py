@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent_memory.errors import ConfigError
+from agent_memory.project import current_default_data_dir
 
 ENV_PREFIX = "AGENT_MEMORY__"
 
@@ -361,7 +362,9 @@ class NotesConfig(_Section):
 class Config(_Section):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)  # so the default "~" expands
 
-    data_dir: Path = Path("~/.agent_memory")
+    data_dir: Path = Field(default_factory=current_default_data_dir)
+    """Unset: `<repo root>/.agent_memory` inside a git work tree (found from the current directory), else
+    `~/.agent_memory` (project.py)."""
     max_content_bytes: int = Field(default=64 * 1024, ge=1)
     projector_batch: int = Field(default=256, ge=1)
     projector_delay: timedelta = timedelta(seconds=1)

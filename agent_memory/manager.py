@@ -47,6 +47,7 @@ from agent_memory.models import (
 from agent_memory.notes import Notes
 from agent_memory.policy.controller import HeuristicPolicy, Policy
 from agent_memory.policy.habituation import KeepShare
+from agent_memory.project import exclude_data_dir
 from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
 from agent_memory.recovery import LogRecovery
@@ -129,6 +130,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             return
         data_dir = self.config.data_dir
         folders = ("logs", "graph") if self.config.vectors.url else ("logs", "graph", "vectors")
+        await asyncio.to_thread(exclude_data_dir, data_dir)  # a project store is git-ignored before it exists
         await asyncio.to_thread(make_private_dirs, data_dir, *folders)  # 0700, before any engine opens
         async with AsyncExitStack() as stack:
             lock = OwnerLock(data_dir / "owner.lock")

@@ -7,6 +7,7 @@ import pytest
 
 from agent_memory.config import Config, load_config
 from agent_memory.errors import ConfigError
+from agent_memory.project import project_root
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TOML = ROOT / "config" / "default.toml"
@@ -23,10 +24,12 @@ def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
 
 
 def test_default_toml_lists_every_key_with_the_model_default() -> None:
-    documented = _flatten(tomllib.loads(DEFAULT_TOML.read_text()))
+    text = DEFAULT_TOML.read_text()
+    documented = _flatten(tomllib.loads(text))
     defaults = _flatten(Config().model_dump(mode="json"))
-    defaults["data_dir"] = "~/.agent_memory"
+    del defaults["data_dir"]  # found from the current directory (project.py), so listed as a comment only
     assert documented == defaults
+    assert '\n# data_dir = "~/.agent_memory"\n' in text
 
 
 def test_every_key_is_documented_in_docs_config() -> None:
@@ -35,15 +38,22 @@ def test_every_key_is_documented_in_docs_config() -> None:
     assert not missing
 
 
-def test_environment_overrides_the_file() -> None:
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
     config = load_config(
         DEFAULT_TOML, environ={"AGENT_MEMORY__JOURNAL__FSYNC": "never", "AGENT_MEMORY__RETRIEVAL__RRF_K": "10"}
     )
     assert config.journal.fsync == "never" and config.retrieval.rrf_k == 10
-    assert config.data_dir == Path("~/.agent_memory").expanduser()
+    pinned = tmp_path / "pinned.toml"
+    pinned.write_text('data_dir = "~/.agent_memory"\n[journal]\nfsync = "always"\n')
+    config = load_config(pinned, environ={"AGENT_MEMORY__JOURNAL__FSYNC": "never"})
+    assert config.journal.fsync == "never" and config.data_dir == Path("~/.agent_memory").expanduser()
 
 
-def test_the_default_data_dir_is_under_home_not_a_literal_tilde() -> None:
+def test_the_default_data_dir_is_under_home_not_a_literal_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # in no git repository: the checkout would give its own project store
+    assert project_root(tmp_path) is None
     for config in (Config(), load_config(environ={}), load_config(DEFAULT_TOML, environ={})):
         assert config.data_dir == Path.home() / ".agent_memory"
         assert "~" not in str(config.data_dir)

@@ -20,10 +20,11 @@ from typing import Any
 from agent_memory.config import Config, load_config
 from agent_memory.errors import AgentMemoryError, InvalidInput
 from agent_memory.interfaces.cli_facts import cmd_fact_history, cmd_facts, cmd_remember
+from agent_memory.interfaces.cli_import import cmd_import_markdown
 from agent_memory.interfaces.cli_mcp import cmd_mcp
 from agent_memory.interfaces.cli_parser import build_parser
+from agent_memory.interfaces.cli_setup import cmd_hooks, cmd_setup
 from agent_memory.interfaces.routing import open_store
-from agent_memory.manager import MemoryManager
 from agent_memory.models import JobRun, Memory, RetrievalResult, TurnInput, utc_now
 from agent_memory.storage.private import PRIVATE_UMASK
 from agent_memory.validation import check_turn
@@ -56,6 +57,10 @@ def _run(args: argparse.Namespace) -> int:
     for name in ("data_dir", "config", "verbose"):  # given before or after the subcommand, or not at all
         setattr(args, name, getattr(args, name, None))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    if args.command == "hook":  # before the config is read: a hook fails quietly, whatever fails
+        from agent_memory.interfaces.cli_hooks import run_hook
+
+        return run_hook(args)
     config = _config(args)
     if args.command == "demo" and args.agents:
         from agent_memory.interfaces.demo_agents import run_agents_demo
@@ -194,6 +199,7 @@ async def cmd_bench(config: Config, args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
     from agent_memory.bench.harness import format_report, run_bench
+    from agent_memory.manager import MemoryManager
 
     if not args.data.is_file():
         print(f"agent-memory: no benchmark file at {args.data}", file=sys.stderr)
@@ -455,6 +461,9 @@ COMMANDS = {
     "restore": cmd_forget,
     "erase": cmd_erase,
     "serve": cmd_serve,
+    "setup": cmd_setup,
+    "hooks": cmd_hooks,
+    "import-markdown": cmd_import_markdown,
     "mcp": cmd_mcp,
 }
 

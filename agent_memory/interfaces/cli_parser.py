@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from agent_memory.errors import InvalidInput
 from agent_memory.models import Role
+from agent_memory.note_models import WRITABLE_KINDS
 
 
 class Parser(argparse.ArgumentParser):
@@ -26,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir",
         type=_data_dir,
         default=argparse.SUPPRESS,
-        help="data directory (default: config data_dir, ~/.agent_memory)",
+        help="data directory (default: config data_dir; unset: <git repo root>/.agent_memory, else ~/.agent_memory)",
     )
     common.add_argument(
         "--config", type=Path, default=argparse.SUPPRESS, help="a TOML config file (see config/default.toml)"
@@ -206,6 +207,25 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--namespace", help="default: the project's (inside a git repository), else default")
     mcp.add_argument("--agent", default="mcp", help="who the notes are from (setup writes the client's name)")
     mcp.add_argument("--no-start", action="store_true", help="do not start a daemon when none runs: fail instead")
+
+    scope_help = "project: the repository's files; user: your home's (default: project inside a git repository)"
+    setup = commands.add_parser("setup", help="the MCP server entry for a coding agent, printed or merged in (--write)")
+    setup.add_argument("client", choices=["claude-code", "codex", "cursor"])
+    setup.add_argument("--scope", choices=["project", "user"], help=scope_help)
+    setup.add_argument("--write", action="store_true", help="merge it into the client's config file (others kept)")
+    hooks = commands.add_parser("hooks", help="install the Claude Code hooks: boot context at start, worklog at stop")
+    hooks.add_argument("action", choices=["install"])
+    hooks.add_argument("--scope", choices=["project", "local", "user"], help=scope_help + "; local: yours, uncommitted")
+    hooks.add_argument("--print", action="store_true", help="print the settings instead of merging them in")
+    hook = commands.add_parser("hook", help="run one Claude Code hook (reads its JSON on stdin; quiet, at most 2 s)")
+    hook.add_argument("event", choices=["session-start", "stop"])
+    hook.add_argument("--no-start", action="store_true", help="do not start a daemon when none runs")
+    markdown = commands.add_parser("import-markdown", help="import a notes file or folder, one note per section")
+    markdown.add_argument("path", type=Path, help="a .md file, or a folder (every *.md below it)")
+    markdown.add_argument("--kind", default="note", choices=WRITABLE_KINDS, help="unless the path or a heading says")
+    markdown.add_argument("--namespace", help="default: the project's (inside a git repository), else default")
+    markdown.add_argument("--max-chars", type=_positive, default=2000, help="split a longer section (default 2000)")
+    markdown.add_argument("--dry-run", action="store_true", help="count the notes, write nothing")
     return parser
 
 

@@ -24,7 +24,7 @@ from typing import Any, Self, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from agent_memory.errors import (
     AgentMemoryError,
@@ -41,6 +41,8 @@ from agent_memory.errors import (
 )
 from agent_memory.interfaces.client_notes import NotesClient
 from agent_memory.interfaces.discovery import live_daemon
+from agent_memory.interfaces.lazy_adapter import Decoder, LazyAdapter
+from agent_memory.interfaces.plain_http import transport_for
 from agent_memory.interfaces.token import read_token
 from agent_memory.models import (
     Context,
@@ -104,6 +106,7 @@ class DaemonClient:
     def __init__(self, url: str, token: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.url = url
         headers = {"Authorization": f"Bearer {token}"}
+        transport = transport or transport_for(url)  # plain HTTP without httpcore, h2 or TLS (plain_http.py)
         self._http = httpx.AsyncClient(base_url=url, headers=headers, timeout=REQUEST_TIMEOUT, transport=transport)
         self.notes = NotesClient(self)
         """The note routes, as `MemoryManager.notes` (client_notes.py)."""
@@ -335,7 +338,7 @@ class DaemonClient:
         message = f"The daemon at {self.url} answered HTTP {response.status_code} with no JSON error: {start!r}"
         return DaemonError(message, url=self.url, code="unexpected_answer")
 
-    def _decode(self, adapter: TypeAdapter[T], data: Any, prepare: Callable[[Any], Any] | None = None) -> T:
+    def _decode(self, adapter: Decoder[T], data: Any, prepare: Callable[[Any], Any] | None = None) -> T:
         try:
             return adapter.validate_python(prepare(data) if prepare else data)
         except (ValidationError, KeyError, TypeError, AttributeError) as exc:
@@ -451,14 +454,14 @@ def _context(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "items": items}
 
 
-_RECEIPTS = TypeAdapter(list[TurnReceipt])
-_RESULTS = TypeAdapter(list[RetrievalResult])
-_CONTEXT = TypeAdapter(Context)
-_MEMORY = TypeAdapter(Memory)
-_REVISIONS = TypeAdapter(list[Revision])
-_FACT = TypeAdapter(Fact)
-_FACTS = TypeAdapter(list[Fact])
-_STATS = TypeAdapter(dict[str, Any])
-_RUN = TypeAdapter(JobRun)
-_RUNS = TypeAdapter(list[JobRun])
-_DOCTOR = TypeAdapter(DoctorReport)
+_RECEIPTS = LazyAdapter(list[TurnReceipt])
+_RESULTS = LazyAdapter(list[RetrievalResult])
+_CONTEXT = LazyAdapter(Context)
+_MEMORY = LazyAdapter(Memory)
+_REVISIONS = LazyAdapter(list[Revision])
+_FACT = LazyAdapter(Fact)
+_FACTS = LazyAdapter(list[Fact])
+_STATS = LazyAdapter(dict[str, Any])
+_RUN = LazyAdapter(JobRun)
+_RUNS = LazyAdapter(list[JobRun])
+_DOCTOR = LazyAdapter(DoctorReport)

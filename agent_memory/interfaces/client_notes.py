@@ -8,18 +8,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
-from pydantic import TypeAdapter
-
+from agent_memory.interfaces.lazy_adapter import LazyAdapter
 from agent_memory.models import Memory, RetrievalResult
 from agent_memory.note_models import Boot, Note, NoteMeta, NotePage, meta_from_json
 
 if TYPE_CHECKING:
     from agent_memory.interfaces.client import DaemonClient
 
-_MEMORY = TypeAdapter(Memory)
-_BOOT = TypeAdapter(Boot)
-_RESULT = TypeAdapter(list[RetrievalResult])
-_ANY: TypeAdapter[Any] = TypeAdapter(Any)
+_MEMORY = LazyAdapter(Memory)
+_BOOT = LazyAdapter(Boot)
+_RESULT: LazyAdapter[list[RetrievalResult]] = LazyAdapter(list[RetrievalResult])
+_ANY: LazyAdapter[Any] = LazyAdapter(object)
 """For answers a `prepare` function builds (a Note's memory is decoded by `_MEMORY`)."""
 
 

@@ -41,7 +41,7 @@ async def _call(session: Client, name: str, **arguments: Any) -> dict[str, Any]:
     if result.is_error:
         raise RuntimeError(f"{name} failed: {_text(result)}")
     assert result.structured_content is not None
-    return result.structured_content
+    return dict(result.structured_content)
 
 
 def _text(result: CallToolResult) -> str:

@@ -14,7 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.interfaces.http_guard import errors
 from agent_memory.manager import MemoryManager
-from agent_memory.note_models import MAX_NOTE_STEPS, MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, Boot, Note, NotePage
+from agent_memory.note_models import (
+    MAX_NOTE_STEPS,
+    MAX_SOURCE_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    WRITABLE_KINDS,
+    Boot,
+    Note,
+    NotePage,
+)
 
 
 class SourceBody(BaseModel):
@@ -95,6 +104,7 @@ def note_routes(manager: MemoryManager) -> APIRouter:
             agent=body.agent,
             session_id=body.session_id,
             turn_number=body.turn_number,
+            kinds=(*WRITABLE_KINDS, "worklog"),  # a worklog is the Stop hook's (cli_hooks.py); a handoff has its route
         )
         return note_json(note)
 

@@ -11,12 +11,14 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_memory.config import Config
 from agent_memory.interfaces.client import find_daemon
-from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, DoctorReport, Fact, JobRun, Memory, RetrievalResult, Revision, TurnInput
+
+if TYPE_CHECKING:  # the manager (and the engines under it) is imported only when the store is opened here
+    from agent_memory.manager import MemoryManager
 
 log = logging.getLogger(__name__)
 
@@ -157,12 +159,17 @@ class LocalStore:
 @asynccontextmanager
 async def open_store(config: Config) -> AsyncIterator[Store]:
     """The daemon that owns `config.data_dir` if one does (its own config then applies, not `config`), else the
-    store opened here and closed on exit."""
+    store opened here and closed on exit.
+
+    Only this direct branch imports the manager: a command answered by a live daemon loads no engine and no model
+    (tests/test_light_faces.py)."""
     client = await find_daemon(config.data_dir)
     if client is not None:
         log.info("talking to the daemon at %s", client.url)
         async with client:
             yield client
         return
+    from agent_memory.manager import MemoryManager
+
     async with MemoryManager.open(config) as manager:
         yield LocalStore(manager)

@@ -4,9 +4,6 @@ for it), with kinds and sources, and a second import that writes nothing."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +12,6 @@ import pytest
 from agent_memory.interfaces import autostart
 from agent_memory.interfaces.cli import main
 from agent_memory.interfaces.client import find_daemon
-from agent_memory.interfaces.discovery import live_daemon, read_daemon_file
 from agent_memory.note_models import Note
 from agent_memory.project import project_namespace
 
@@ -39,14 +35,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[P
     try:
         yield root, data_dir
     finally:
-        info = read_daemon_file(data_dir)
-        if info is not None:
-            os.kill(info.pid, signal.SIGTERM)
-            deadline = time.monotonic() + 60
-            while live_daemon(data_dir) is not None and time.monotonic() < deadline:
-                time.sleep(0.2)
-        for child in autostart._children:  # the daemon this process started: reaped, not left a zombie
-            child.wait(timeout=60)
+        autostart.stop_daemon(data_dir)  # the daemon this process started: stopped and reaped
 
 
 async def _notes(data_dir: Path, namespace: str) -> list[Note]:

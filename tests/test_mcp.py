@@ -17,6 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
+from agent_memory.interfaces import autostart
 from agent_memory.interfaces.discovery import live_daemon, read_daemon_file
 from agent_memory.interfaces.mcp import MemoryTools, build_server
 
@@ -26,16 +27,14 @@ def text_of(result: CallToolResult) -> str:
 
 
 def stop_daemon(data_dir: Path) -> None:
-    info = read_daemon_file(data_dir)
-    if info is None:
-        return
-    try:
-        os.kill(info.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and live_daemon(data_dir) is not None:
-        time.sleep(0.1)
+    autostart.stop_daemon(data_dir)
+
+
+def wait_dead(data_dir: Path) -> None:
+    """Until the killed daemon has let go of the data directory: it is dead before the next call."""
+    deadline = time.monotonic() + 10
+    while live_daemon(data_dir) is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")
@@ -192,9 +191,7 @@ async def test_the_daemon_killed_between_calls_is_started_again(data_dir: Path) 
         info = read_daemon_file(data_dir)
         assert info is not None
         os.kill(info.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while live_daemon(data_dir) is not None and time.monotonic() < deadline:  # dead before the next call
-            await asyncio.sleep(0.02)
+        await asyncio.to_thread(wait_dead, data_dir)
         written = await call(client, "memory_write", text="After the crash: writes still land.", type="fact")
         assert read_daemon_file(data_dir) is not None and read_daemon_file(data_dir).pid != info.pid  # type: ignore[union-attr]
         got = await call(client, "memory_get", id=written["id"])

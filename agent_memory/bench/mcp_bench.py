@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import random
-import signal
 import statistics
 import sys
 import tempfile
@@ -30,7 +28,7 @@ from mcp import Client, StdioServerParameters
 
 from agent_memory.bench.perf import percentile
 from agent_memory.bench.revisions_bench import synthetic_store
-from agent_memory.interfaces.discovery import live_daemon, read_daemon_file
+from agent_memory.interfaces.autostart import stop_daemon
 from agent_memory.manager import MemoryManager
 
 KINDS = ("decision", "finding", "procedure")
@@ -77,13 +75,7 @@ def _server(data_dir: Path) -> StdioServerParameters:
 
 
 def _stop(data_dir: Path) -> None:
-    info = read_daemon_file(data_dir)
-    if info is None or live_daemon(data_dir) is None:
-        return
-    os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 60
-    while live_daemon(data_dir) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    stop_daemon(data_dir)
 
 
 async def _timed(session: Client, name: str, arguments: dict[str, Any]) -> tuple[float, dict[str, Any]]:

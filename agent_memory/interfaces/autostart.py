@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -62,6 +63,23 @@ async def daemon_client(
                 )
             await asyncio.sleep(POLL)
     raise DaemonUnreachable(str(data_dir), f"no daemon answered within {wait:.0f} s: {_log_tail(data_dir)}")
+
+
+def stop_daemon(data_dir: Path, *, wait: float = 60.0) -> bool:
+    """SIGTERM the daemon that owns `data_dir` and wait until it has let go of the directory (a daemon this process
+    started is reaped too). Whether one was running."""
+    info = live_daemon(_absolute(data_dir))
+    if info is None:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while live_daemon(_absolute(data_dir)) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for child in [c for c in _children if c.pid == info.pid]:
+        child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        _children.remove(child)
+    return True
 
 
 def spawn_daemon(data_dir: Path, *, config_path: Path | None = None) -> subprocess.Popen[bytes]:

@@ -10,8 +10,6 @@ is stopped and the agents reconnect, nothing is lost. No model calls, no network
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import sys
 import tempfile
 import time
@@ -22,7 +20,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
-from agent_memory.interfaces.discovery import live_daemon, read_daemon_file
+from agent_memory.interfaces.autostart import stop_daemon
 
 Say = Callable[[str], None]
 
@@ -121,13 +119,7 @@ async def _story(root: Path, say: Say) -> int:
 
 
 def _stop(data_dir: Path) -> None:
-    info = read_daemon_file(data_dir)
-    if info is None or live_daemon(data_dir) is None:
-        return
-    os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while live_daemon(data_dir) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    stop_daemon(data_dir)
 
 
 def main() -> int:

@@ -103,6 +103,13 @@ CASES = [
         ("twice.jsonl", "turn 3", "already", "nothing was ingested"),
     ),
     Case("jobs-limit-negative", ("jobs", "--limit", "-1"), ("--limit", "positive integer", "'-1'")),
+    Case("mcp-port-out-of-range", ("mcp", "--port", "70000"), ("--port", "0 to 65535", "'70000'")),
+    Case("mcp-unknown-transport", ("mcp", "--transport", "sse"), ("--transport", "invalid choice", "'sse'")),
+    Case("mcp-bad-namespace", ("mcp", "--namespace", "bad//ns!"), ("namespace", "bad//ns!")),
+    Case("setup-unknown-client", ("setup", "vscode"), ("client", "invalid choice", "'vscode'")),
+    Case(
+        "import-markdown-missing-path", ("import-markdown", "{tmp}/nowhere"), ("{tmp}/nowhere", "nothing was imported")
+    ),
     Case("search-k-zero", ("search", "kite", "-k", "0"), ("-k", "positive integer", "'0'")),
     Case("export-out-under-a-file", ("export", "policy", "--out", "{file}/x.jsonl"), ("{file}", "not a directory")),
     Case(

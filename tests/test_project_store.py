@@ -24,7 +24,6 @@ from agent_memory.project import (
 from agent_memory.validation import check_identifier
 
 GIT = shutil.which("git")
-needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed")
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -48,7 +47,6 @@ def exclude_lines(path: Path) -> list[str]:
     return [line for line in path.read_text().splitlines() if line.strip() == EXCLUDE_LINE]
 
 
-@needs_git
 def test_the_root_is_found_from_a_nested_directory(tmp_path: Path) -> None:
     root = repo(tmp_path / "app")
     nested = root / "src" / "pkg"
@@ -71,7 +69,6 @@ def test_a_dot_git_file_that_is_not_a_gitfile_is_no_root(tmp_path: Path) -> None
     assert project_root(inner) == tmp_path / "outer"
 
 
-@needs_git
 def test_loading_a_config_resolves_the_default_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,7 +81,6 @@ def test_loading_a_config_resolves_the_default_and_writes_nothing(
     assert exclude.read_bytes() == before and not (root / ".agent_memory").exists()
 
 
-@needs_git
 def test_the_flag_the_environment_and_the_file_override_the_project_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,7 +93,6 @@ def test_the_flag_the_environment_and_the_file_override_the_project_store(
     assert load_config(environ={}, data_dir=str(tmp_path / "flag")).data_dir == tmp_path / "flag"
 
 
-@needs_git
 def test_the_exclude_line_is_added_once_and_gitignore_is_never_touched(tmp_path: Path) -> None:
     root = repo(tmp_path / "app")
     exclude = root / ".git" / "info" / "exclude"
@@ -109,7 +104,6 @@ def test_the_exclude_line_is_added_once_and_gitignore_is_never_touched(tmp_path:
     assert exclude_data_dir(root / "mem") is None  # a data directory of another name is the user's business
 
 
-@needs_git
 def test_an_existing_anchored_line_counts_and_a_missing_info_folder_is_made(tmp_path: Path) -> None:
     root = repo(tmp_path / "app")
     exclude = root / ".git" / "info" / "exclude"
@@ -121,7 +115,6 @@ def test_an_existing_anchored_line_counts_and_a_missing_info_folder_is_made(tmp_
     assert exclude.read_text() == f"{EXCLUDE_LINE}\n"
 
 
-@needs_git
 def test_a_linked_worktree_uses_the_shared_exclude_file(tmp_path: Path) -> None:
     main_repo = repo(tmp_path / "app")
     git(main_repo, "worktree", "add", "-q", str(tmp_path / "feature"))
@@ -147,7 +140,6 @@ def test_a_submodule_style_gitfile_points_at_its_own_git_dir(tmp_path: Path) -> 
     assert exclude_lines(modules / "info" / "exclude") == [EXCLUDE_LINE]
 
 
-@needs_git
 def test_a_command_in_a_repository_makes_an_ignored_project_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

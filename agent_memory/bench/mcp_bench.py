@@ -74,10 +74,6 @@ def _server(data_dir: Path) -> StdioServerParameters:
     )
 
 
-def _stop(data_dir: Path) -> None:
-    stop_daemon(data_dir)
-
-
 async def _timed(session: Client, name: str, arguments: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
     result = await session.call_tool(name, arguments)
@@ -89,7 +85,7 @@ async def _timed(session: Client, name: str, arguments: dict[str, Any]) -> tuple
 
 async def cold_start(data_dir: Path) -> float:
     """Seconds from spawning `agent-memory mcp` (no daemon running) to the first memory_boot answer."""
-    _stop(data_dir)
+    await asyncio.to_thread(stop_daemon, data_dir)  # it waits: off the loop
     started = time.perf_counter()
     async with Client(_server(data_dir)) as session:
         await _timed(session, "memory_boot", {"task": "start"})
@@ -119,7 +115,7 @@ async def run(size: int, calls: int, cold: int, keep: Path | None, growth: bool 
                         logging.info("round %d of %d", n, calls)
                 boots = await _growth(session, rng) if growth else []
         finally:
-            _stop(data_dir)
+            await asyncio.to_thread(stop_daemon, data_dir)  # it waits: off the loop
     report: dict[str, Any] = {"size": size, "calls": calls, "cold_start_s": colds, "boot_growth": boots}
     for name, values in times.items():
         report[name] = {"p50_ms": statistics.median(values), "p95_ms": percentile(values, 95), "n": len(values)}

@@ -25,8 +25,10 @@ def default_namespace(data_dir: Path, cwd: Path) -> str:
 
 async def cmd_mcp(config: Config, args: argparse.Namespace) -> int:
     from agent_memory.interfaces.mcp import MemoryTools, serve_http, serve_stdio
+    from agent_memory.validation import check_identifier
 
     namespace = args.namespace or default_namespace(config.data_dir, Path.cwd())
+    check_identifier("namespace", namespace)  # refused before serving, not on every call
     tools = MemoryTools(
         config.data_dir, namespace=namespace, agent=args.agent, config_path=args.config, start=not args.no_start
     )

@@ -100,7 +100,7 @@ async def _story(root: Path, say: Say) -> int:
             kept = old["status"] == "superseded" and [h["revision"] for h in old["history"]] == [1, 2]
             say(f"A  memory_get old -> {old['status']}, superseded by {old['superseded_by']}, "
                 f"revisions {[h['revision'] for h in old['history']]} kept")  # fmt: skip
-        _stop(data_dir)
+        await asyncio.to_thread(stop_daemon, data_dir)  # it waits: off the loop
         say("daemon stopped; reconnecting")
         async with Client(_server(root, "agent-c")) as c:
             after = await _call(c, "memory_boot", task="export job", budget_tokens=600)
@@ -112,14 +112,10 @@ async def _story(root: Path, say: Say) -> int:
                 "the superseded one left out"
             )
     finally:
-        _stop(data_dir)
+        await asyncio.to_thread(stop_daemon, data_dir)  # it waits: off the loop
     passed = ok and refused and kept and survived
     say("handoff demo: every step held" if passed else "handoff demo: a step FAILED")
     return 0 if passed else 1
-
-
-def _stop(data_dir: Path) -> None:
-    stop_daemon(data_dir)
 
 
 def main() -> int:

@@ -107,12 +107,12 @@ class MemoryTools:
                 return await work(client)
             except DaemonUnreachable as exc:
                 await self.aclose()
-                if attempt == 2 or (write and not _never_sent(exc)):
-                    if write and not _never_sent(exc):
-                        raise ToolError(
-                            f"The memory daemon went away during this write, which may or may not have been kept "
-                            f"(check memory_list before writing it again): {exc}"
-                        ) from exc
+                if write and not _never_sent(exc):
+                    raise ToolError(
+                        f"The memory daemon went away during this write, which may or may not have been kept "
+                        f"(check memory_list before writing it again): {exc}"
+                    ) from exc
+                if attempt == 2:
                     raise ToolError(f"The memory daemon could not be reached: {exc}") from exc
             except AgentMemoryError as exc:
                 raise ToolError(_message(exc)) from exc

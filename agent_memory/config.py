@@ -112,12 +112,27 @@ class RetrievalConfig(_Section):
     filler (measured on LongMemEval)."""
     mood_weight: float = Field(default=0.1, ge=0.0)
     """How much a memory whose valence and arousal match the query's emotional context is lifted."""
-    decay_weight: float = Field(default=0.05, ge=0.0, le=1.0)
-    """How much a faded memory loses: score * (1 - decay_weight * (1 - strength))."""
+    decay_weight: float = Field(default=0.0, ge=0.0, le=1.0)
+    """How much a faded memory loses: score * (1 - decay_weight * (1 - strength)). Off by default: at 0.05 it did
+    not pay in every LoCoMo dev fold (recall +0.007 on one, −0.002/−0.003 on two, MRR lower on all three) and not
+    at all on LongMemEval dev, and since every retrieval's accesses refresh strength, it made a ranking depend on
+    the questions asked before it (docs/benchmarks.md, "Coding notes")."""
     time_boost: float = Field(default=0.3, ge=0.0)
     """A memory inside the query's time window gets score * (1 + time_boost)."""
     time_penalty: float = Field(default=0.9, ge=0.0, le=1.0)
     """A memory outside the query's time window keeps this share of its score."""
+    event_anchors: bool = False
+    """Read "before X" / "after X" with no date in X as a window cut at the best keyword match for X ("before I
+    moved"). Off (the default), a window needs a time expression ("before May 2023", "after last week"): the anchor
+    read plain speech ("before we give up on it") as a window and paid on neither LoCoMo nor LongMemEval dev."""
+    keyword_evidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    """A keyword hit holding a share s of the query's content words below this keeps s / keyword_evidence of its
+    part of the fused score (cognition/evidence.py), so a hit on one weak shared word no longer outranks the vector
+    layer's first hit; 0 turns it off."""
+    evidence_floor: float = Field(default=0.0, ge=0.0, le=1.0)
+    """A keyword or semantic hit scoring under this share of its layer's best hit for the query is left out of
+    fusion: on a store not much larger than `candidate_limit`, a layer's tail is the whole store, and a memory on
+    two tails outranks one first on one list. 0 keeps every hit."""
     user_weight: float = Field(default=0.15, ge=0.0)
     """User turns over assistant turns (the other way when the question is about what the assistant said)."""
     gap_floor: float = Field(default=0.3, ge=-1.0, le=1.0)

@@ -93,7 +93,7 @@ class Recall:
         rows, given the last batch of records each read counts: the accesses of earlier retrievals, which decay
         reads (retrieval_log.py)."""
         timings: dict[str, float] = {}
-        parsed = parse_time_query(query.text, now=query.now)
+        parsed = parse_time_query(query.text, now=query.now, anchors=self.config.retrieval.event_anchors)
         window = parsed.window
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
@@ -111,6 +111,7 @@ class Recall:
                 hit_ids = [i for hits in rankings.values() for i, _ in hits]
                 known = {i for i, m in (await rows.read(hit_ids)).items() if _known(m, query.as_of)}
                 rankings = {name: [h for h in hits if h[0] in known] for name, hits in rankings.items()}
+            rankings = above_floor(rankings, config.evidence_floor)
             fused = finalists(
                 fuse_layers(rankings, weights=weights, rrf_k=config.rrf_k, method=config.fusion), query.finalists
             )
@@ -123,15 +124,15 @@ class Recall:
                 )
         finally:
             rows.cancel()
-        signals = Signals(query.now, query.mood, window, prefers_assistant(query.text))
+        words = tuple(query_words(parsed.remainder or query.text))
+        signals = Signals(query.now, query.mood, window, prefers_assistant(query.text), words)
         started = time.perf_counter()
         ranked = rank(rankings, steps, memories, signals, config=config, decay=self.config.decay, fused=fused)
         timings["rank"] = (time.perf_counter() - started) * 1000
         semantic = rankings.get("semantic")
         searched = self.config.retrieval.semantic_weight > 0 and bool(query.text.strip())
         best = semantic[0][1] if semantic else (0.0 if searched else None)
-        keywords = tuple(query_words(parsed.remainder or query.text))
-        return Recalled(ranked, parsed, window, timings, best, keywords, embedded.get("text"))
+        return Recalled(ranked, parsed, window, timings, best, words, embedded.get("text"))
 
     async def _with_superseded(
         self, rankings: dict[str, Hits], query: Query, embedded: Mapping[str, np.ndarray]
@@ -365,6 +366,20 @@ def _prefetched(finalists: int | None) -> int | None:
     else the best third of the finalists (10 of 30); the finalists found deeper are read after fusion. Reading
     each layer's 30 read ~80 rows for 30 finalists (10k, alternated three times: p50 30.1-36.0 -> 28.8-29.9 ms)."""
     return None if finalists is None else max(1, finalists // 3)
+
+
+def above_floor(rankings: dict[str, Hits], floor: float) -> dict[str, Hits]:
+    """The keyword and semantic hits that score at least `floor` of their layer's best (retrieval.evidence_floor);
+    the other layers as they are."""
+    if floor <= 0:
+        return rankings
+    kept = dict(rankings)
+    for name in ("keyword", "semantic"):
+        hits = rankings.get(name)
+        if hits and hits[0][1] > 0:
+            top = max(score for _, score in hits)
+            kept[name] = [hit for hit in hits if hit[1] >= floor * top]
+    return kept
 
 
 def finalists(fused: Fused, count: int | None) -> Fused:

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from agent_memory.cognition.evidence import weigh_keyword_evidence
 from agent_memory.cognition.timewords import TimeWindow
 from agent_memory.config import DecayConfig, RetrievalConfig
 from agent_memory.models import (
@@ -41,6 +42,7 @@ class Signals:
     mood: EmotionalContext | None = None
     window: TimeWindow | None = None
     prefer_assistant: bool = False
+    words: tuple[str, ...] = ()  # the query's content words, as the keyword layer searched them
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +156,18 @@ def rank(
     if fused is None:
         fused = fuse_layers(rankings, weights=layer_weights(config), rrf_k=config.rrf_k, method=config.fusion)
     base, layers = fused
+    if config.keyword_evidence > 0 and signals.words and rankings.get("keyword"):
+        base = weigh_keyword_evidence(
+            base,
+            layers,
+            memories,
+            signals.words,
+            full=config.keyword_evidence,
+            weight=config.keyword_weight,
+            top=max(score for _, score in rankings["keyword"]),
+            rrf_k=config.rrf_k,
+            method=config.fusion,
+        )
     # Session lift and neighbour hops are for turns of text: an image is ranked by what it looks like, or else a
     # picture from a matching session would outrank the very picture asked about.
     local = {i for i, m in memories.items() if m.media is Media.TEXT and len(m.content) <= config.locality_max_chars}

@@ -381,16 +381,18 @@ def _without(query: str, spans: Iterable[tuple[int, int]]) -> str:
     return re.sub(r"\s+(?=[?.!,;:])", "", " ".join(query.split())).strip(" ,;:")
 
 
-def parse_time_query(query: str, *, now: datetime) -> TimeQuery:
+def parse_time_query(query: str, *, now: datetime, anchors: bool = True) -> TimeQuery:
     """The time window and event anchor a query asks for, relative to `now`, and the query without them.
 
     The anchor is found first and hidden from the window search: in "before I moved in 2020" the year dates the
-    event, not the memories wanted. Then the leftmost time phrase of the rest becomes the window.
+    event, not the memories wanted. Then the leftmost time phrase of the rest becomes the window. With `anchors`
+    false no event anchor is read: "before we give up on it" is then plain words, and only a time expression
+    ("before May 2023") makes a window.
     """
     if now.tzinfo is None or now.utcoffset() is None:
         raise ValueError(f"now must be an aware datetime (UTC), got naive {now.isoformat()}")
     now = now.astimezone(UTC)
-    anchored = _find_anchor(query, now)
+    anchored = _find_anchor(query, now) if anchors else None
     cut_start, cut_end = anchored[0] if anchored else (0, 0)
     masked = query[:cut_start] + "\x00" * (cut_end - cut_start) + query[cut_end:]
     windowed = _first_window(masked, now)

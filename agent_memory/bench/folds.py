@@ -1,0 +1,112 @@
+"""Retrieval settings judged by folds (issue #22): LoCoMo dev leave-one-conversation-out and LongMemEval dev.
+
+`python scripts/bench_folds.py --dataset locomo --data ../shared/data/locomo/locomo_dev.json --data-dir DIR`
+opens a store the harness has filled (`agent-memory --data-dir DIR bench ...` with `save.keep_all`), asks every
+question under each variant of the retrieval config (the harness's `ask`: one recall per question, recording
+nothing, packed as `context()` packs), and reports, beside the shipped defaults:
+
+- per fold: LoCoMo's held-out conversation (the two others are where a choice would be made: a variant is kept
+  only if it pays on the held-out conversation of every fold), LongMemEval's single split;
+- the pooled difference and a 95% bootstrap interval, resampling conversations and then questions within them
+  (LoCoMo), or questions (LongMemEval, where every question is its own haystack).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent_memory.bench.harness import HEADLINE, QUESTIONS, ask, limited
+from agent_memory.config import load_config
+from agent_memory.manager import MemoryManager
+
+Rows = dict[str, list[float]]  # conversation -> per-question figure, in question order
+
+
+async def figures(
+    data_dir: Path, dataset: str, data: Path, variants: Mapping[str, Mapping[str, Any]], *, budget: int = 2048
+) -> dict[str, dict[str, Rows]]:
+    """variant -> metric ("recall", "mrr") -> conversation -> per-question figures (headline categories only)."""
+    questions = limited(QUESTIONS[dataset](data), None)
+    wanted = set(HEADLINE.get(dataset, ())) or None
+    config = load_config(data_dir=str(data_dir), save__keep_all=True, image__enabled=False)
+    out: dict[str, dict[str, Rows]] = {}
+    async with MemoryManager.open(config) as manager:
+        base = manager.config.retrieval
+        for name, changes in variants.items():
+            manager.configure_retrieval(base.model_copy(update=dict(changes)))
+            scores, _ = await ask(manager, questions, budgets=[budget])
+            metrics: dict[str, Rows] = {"recall": {}, "mrr": {}}
+            for question, row in zip(questions, scores[budget].rows, strict=True):
+                if wanted is not None and question.category not in wanted:
+                    continue
+                group = question.question_id.split(":")[0] if dataset == "locomo" else "all"
+                for metric in metrics:
+                    metrics[metric].setdefault(group, []).append(float(row[metric]))
+            out[name] = metrics
+        manager.configure_retrieval(base)
+    return out
+
+
+def clustered_interval(after: Rows, before: Rows, *, draws: int = 2000, seed: int = 22) -> tuple[float, float, float]:
+    """Pooled mean difference and a 95% percentile interval: resample groups, then questions within each."""
+    deltas = {g: [a - b for a, b in zip(after[g], before[g], strict=True)] for g in before}
+    pooled = [d for values in deltas.values() for d in values]
+    rng, groups = random.Random(seed), sorted(deltas)
+    means = []
+    for _ in range(draws):
+        drawn = [d for g in rng.choices(groups, k=len(groups)) for d in rng.choices(deltas[g], k=len(deltas[g]))]
+        means.append(statistics.fmean(drawn))
+    means.sort()
+    return statistics.fmean(pooled), means[int(0.025 * draws)], means[int(0.975 * draws) - 1]
+
+
+def compare(results: Mapping[str, Mapping[str, Rows]], baseline: str) -> dict[str, Any]:
+    """Each variant against `baseline`: per-group (fold) differences, their spread, the pooled difference with its
+    interval, for recall and MRR."""
+    report: dict[str, Any] = {}
+    before = results[baseline]
+    for name, metrics in results.items():
+        entry: dict[str, Any] = {}
+        for metric, rows in metrics.items():
+            folds = {g: statistics.fmean(v) for g, v in rows.items()}
+            deltas = {g: folds[g] - statistics.fmean(before[metric][g]) for g in rows}
+            mean, low, high = clustered_interval(rows, before[metric])
+            entry[metric] = {
+                "pooled": round(statistics.fmean([x for v in rows.values() for x in v]), 4),
+                "folds": {g: round(v, 4) for g, v in folds.items()},
+                "fold_deltas": {g: round(d, 4) for g, d in deltas.items()},
+                "delta": round(mean, 4),
+                "interval": [round(low, 4), round(high, 4)],
+                "pays_every_fold": all(d > 0 for d in deltas.values()),
+            }
+        report[name] = entry
+    return report
+
+
+def format_comparison(report: Mapping[str, Any], dataset: str) -> str:
+    lines = [f"{dataset}: recall at the budget and MRR, each variant against the first"]
+    for name, entry in report.items():
+        for metric in ("recall", "mrr"):
+            e = entry[metric]
+            folds = " ".join(f"{g}:{d:+.4f}" for g, d in e["fold_deltas"].items())
+            lines.append(
+                f"{name:<28} {metric:<6} {e['pooled']:.4f}  delta {e['delta']:+.4f} "
+                f"[{e['interval'][0]:+.4f}, {e['interval'][1]:+.4f}]  folds {folds}"
+            )
+    return "\n".join(lines)
+
+
+def parse_variants(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """NAME=key:value,key:value ... (values as JSON scalars: true, 0.0, "rrf"); NAME alone is the defaults."""
+    import json
+
+    variants: dict[str, dict[str, Any]] = {"shipped defaults": {}}
+    for spec in specs:
+        name, _, body = spec.partition("=")
+        pairs = [p.split(":", 1) for p in body.split(",") if p]
+        variants[name] = {key: json.loads(value) for key, value in pairs}
+    return variants

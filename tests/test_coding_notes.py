@@ -1,0 +1,59 @@
+"""The coding-notes retrieval check (bench/coding_notes.py): its data, its figures, and order independence.
+
+A slice of the shipped set through the real store and the real embedder; no threshold on quality, which the
+benchmark reports (docs/benchmarks.md, "Coding notes"), but the machinery must count what it claims.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_memory.bench.coding_notes import (
+    KINDS,
+    Answer,
+    NoteQuery,
+    ask_all,
+    bootstrap_difference,
+    load_notes,
+    notes_config,
+    order_changes,
+    scores,
+    sliced,
+)
+from agent_memory.embeddings.text import Embedder
+
+NOTE_KINDS = {"decision", "fact", "finding", "procedure", "preference", "note", "handoff"}
+
+
+def test_the_shipped_set_is_one_project_with_half_its_questions_paraphrased() -> None:
+    notes = load_notes()
+    ids = {n.note_id for n in notes.notes}
+    assert len(notes.notes) >= 64 and len(ids) == len(notes.notes)
+    assert {n.kind for n in notes.notes} == NOTE_KINDS
+    literal = [q for q in notes.queries if q.kind == "literal"]
+    paraphrased = [q for q in notes.queries if q.kind == "paraphrased"]
+    assert len(literal) == len(paraphrased) >= 24
+    assert all(q.relevant and q.relevant <= ids for q in notes.queries)
+
+
+def test_scores_count_a_hit_in_the_top_five_and_its_reciprocal_rank() -> None:
+    hit = Answer(NoteQuery("a", "literal", "x", frozenset({"n2"})), ("n1", "n2"), ())
+    miss = Answer(NoteQuery("b", "paraphrased", "y", frozenset({"n9"})), ("n1", "n2"), ())
+    figures = scores([hit, miss])
+    assert figures["literal"] == {"n": 1, "recall@5": 1.0, "mrr": 0.5}
+    assert figures["paraphrased"] == {"n": 1, "recall@5": 0.0, "mrr": 0.0}
+    assert figures["all"]["recall@5"] == 0.5
+    assert order_changes([hit], [Answer(hit.query, ("n2", "n1"), ())]) == 1
+    assert bootstrap_difference({"a": 1.0, "b": 1.0}, {"a": 0.0, "b": 1.0})[0] == 0.5
+
+
+async def test_a_slice_through_the_real_store_ranks_the_same_in_any_order(tmp_path: Path, embedder: Embedder) -> None:
+    notes = sliced(load_notes(), 3)
+    forward = await ask_all(notes_config(tmp_path / "forward", environ={}), embedder, notes)
+    reverse = list(reversed(notes.queries))
+    backward = await ask_all(notes_config(tmp_path / "backward", environ={}), embedder, notes, reverse)
+    figures = scores(forward)
+    assert [figures[kind]["n"] for kind in KINDS] == [3, 3]
+    assert all(0.0 <= figures[kind]["recall@5"] <= 1.0 for kind in KINDS)
+    assert all(len(a.ranked) == 5 and "?" not in a.ranked for a in forward)
+    assert order_changes(forward, backward) == 0  # the accesses one question records do not reorder the next

@@ -53,6 +53,18 @@ class EmbeddingConfig(_Section):
     previous_weight: float = Field(default=1.0, ge=0.0)
     """The weight of the turn before in that sum (LoCoMo dev, judged store: 1.0 gives evidence recall 0.859, MRR
     0.432; 0.6 gives 0.858, MRR 0.445)."""
+    context_vectors: bool = True
+    """Give each turn memory a second vector, of the turn before, its words and the turn after embedded together,
+    computed off the write path once the next turn is logged (context_vectors.py); the semantic layer searches them
+    too (`retrieval.context_search`)."""
+    context_turn_words: int = Field(default=120, ge=1)
+    """The memory's words a context vector embeds, at most (the rest of a long turn is in its own vector)."""
+    context_neighbour_words: int = Field(default=40, ge=0)
+    """Words of each neighbouring turn a context vector embeds: the end of the turn before, the start of the next."""
+    context_batch: int = Field(default=32, ge=1)
+    """Context vectors computed per batch; the background task yields to writers between batches."""
+    context_delay: timedelta = timedelta(seconds=2)
+    """How long no write must have been committed before the background task computes a batch."""
 
 
 class VectorsConfig(_Section):
@@ -91,6 +103,10 @@ class RetrievalConfig(_Section):
     FTS5 answers (and the change rows the projection would read are deleted on open and by the index job)."""
     semantic_weight: float = Field(default=1.0, ge=0.0)
     """Weight of the vector layer (MiniLM, Qdrant) in fusion; 0 turns the layer off."""
+    context_search: bool = True
+    """The semantic layer also searches the context vectors (each turn memory embedded with the turns before and
+    after it: context_vectors.py) and ranks each memory by the better of its two cosines; false searches only the
+    memories' own vectors."""
     grep_weight: float = Field(default=1.0, ge=0.0)
     """Weight of the ripgrep layer over the raw log (exact numbers, identifiers, quoted text); 0 turns it off."""
     time_layer_weight: float = Field(default=0.5, ge=0.0)

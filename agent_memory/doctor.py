@@ -28,7 +28,7 @@ from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph_projection import SESSION_KEYS
 from agent_memory.storage.image_files import remove_files, stored_files
 from agent_memory.storage.journal import JsonlJournal
-from agent_memory.storage.outbox import IMAGE, TEXT, vector_items
+from agent_memory.storage.outbox import CONTEXT, IMAGE, TEXT, vector_items
 from agent_memory.storage.records import SqliteRecords
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ async def check(
         ("graph", "memories", truth, await graph.memory_ids()),
         ("vectors", "memories", await records.embedded_ids(), await vectors.ids(TEXT)),
         ("vectors", "image vectors", await records.embedded_ids(image=True), await vectors.ids(IMAGE)),
+        ("vectors", "context vectors", await records.context_ids(), await vectors.ids(CONTEXT)),
     )
     for store, what, wanted, ids in expected:
         if missing := sorted(wanted - ids):
@@ -178,7 +179,8 @@ async def rebuild_graph(records: SqliteRecords, graph: GraphStore) -> None:
 
 
 async def rebuild_vectors(records: SqliteRecords, vectors: VectorStore) -> None:
-    """Reload the text and the image collections from the blobs SQLite keeps: no model is needed."""
+    """Reload the text, image and context collections from the blobs SQLite keeps: no model is needed."""
     memories = await records.get_memories(sorted(await records.memory_ids()))
     await vectors.rebuild(TEXT, vector_items(await records.stored_vectors(memories)))
     await vectors.rebuild(IMAGE, vector_items(await records.stored_vectors(memories, image=True)))
+    await vectors.rebuild(CONTEXT, vector_items(await records.stored_context_vectors(memories)))

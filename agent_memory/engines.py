@@ -76,7 +76,7 @@ def _set_aside(path: Path, aside: Path) -> None:
 
 async def open_vectors(config: Config) -> VectorStore:
     clip = await asyncio.to_thread(image_dimension, config.image.architecture)
-    dimensions = {"text": config.embedding.dimension, "image": clip}
+    dimensions = {"text": config.embedding.dimension, "image": clip, "context": config.embedding.dimension}
     if config.vectors.url:
         from agent_memory.storage.server_vectors import QdrantServerVectors
 

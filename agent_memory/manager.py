@@ -19,6 +19,7 @@ from agent_memory.cognition.extraction import SimpleExtractor
 from agent_memory.cognition.novelty import RECENT_VECTORS, RecentVectors, TurnVectors
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config
+from agent_memory.context_vectors import ContextVectors
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.engines import make_embedder, open_projection, open_vectors
@@ -174,6 +175,14 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 delay=self.config.projector_delay,
                 keywords=self.extractor.keywords,
             )
+            self.context_vectors = ContextVectors(
+                self.records,
+                self.journal,
+                self.embedder,
+                self.config.embedding,
+                clock=self.clock,
+                notify=self.projector.notify,
+            )
             await self.embedder.load()
             await doctor.rebuild_missing(
                 self.records, self.graph, self.vectors, graph=rebuild_graph, vectors=rebuild_vectors
@@ -235,6 +244,8 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             await self.projector.recount()
             self.projector.start()
             stack.push_async_callback(self.projector.stop)
+            self.context_vectors.start()
+            stack.push_async_callback(self.context_vectors.stop)
             self._stack = stack.pop_all()
 
     async def _ranked(self, query: str, namespace: str, k: int) -> list[RetrievalResult]:

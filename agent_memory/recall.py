@@ -36,7 +36,7 @@ from agent_memory.errors import ModelError, StorageError
 from agent_memory.models import EmotionalContext, GraphStep, Memory, MemoryStatus, Revision, VectorHit
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.grep import RipgrepJournalSearch
-from agent_memory.storage.outbox import IMAGE, TEXT
+from agent_memory.storage.outbox import CONTEXT, IMAGE, TEXT
 from agent_memory.storage.records import SqliteRecords
 
 log = logging.getLogger(__name__)
@@ -202,10 +202,11 @@ class Recall:
         timings: dict[str, float],
         embedded: dict[str, np.ndarray],
     ) -> dict[str, Hits]:
-        """One query embedding feeds the semantic layer and, when the query names a time, the time layer, whose
-        memories are read while the query is embedded."""
+        """One query embedding feeds the semantic layer (each memory's own vector and its context vector) and, when
+        the query names a time, the time layer, whose memories are read while the query is embedded."""
         config = self.config.retrieval
         wanted = config.semantic_weight > 0
+        around = wanted and config.context_search and self.config.embedding.context_vectors
         timed = window is not None and config.time_layer_weight > 0
         if not (wanted or timed):
             return {}
@@ -220,15 +221,20 @@ class Recall:
                 vector = await _timed(timings, "embed", self.embedder.embed_query(text))
             embedded["text"] = vector
             jobs: list[Awaitable[dict[str, Hits]]] = []
+            where = {"namespace": namespace, "status": "active"}
             if wanted:
-                where = {"namespace": namespace, "status": "active"}
                 search = self.vectors.search(TEXT, vector.tolist(), limit=limit, where=where)
                 jobs.append(_layer(timings, "semantic", _pairs(search)))
+            if around:
+                nearby = self.vectors.search(CONTEXT, vector.tolist(), limit=limit, where=where)
+                jobs.append(_layer(timings, "context", _pairs(nearby)))
             if inside is not None:
                 jobs.append(_since(timings, "time", started, _time_layer(vector, inside, limit)))
             rankings: dict[str, Hits] = {}
             for found in await asyncio.gather(*jobs):
                 rankings.update(found)
+            if "context" in rankings:
+                rankings["semantic"] = _closest(rankings.get("semantic", []), rankings.pop("context"), limit)
             return rankings
         finally:
             if inside is not None and not inside.done():  # the embedding failed or the retrieval was cancelled
@@ -445,3 +451,15 @@ async def _layer(timings: dict[str, float], name: str, job: Awaitable[Hits]) -> 
 
 async def _pairs(search: Awaitable[list[VectorHit]]) -> Hits:
     return [(h.memory_id, h.score) for h in await search]
+
+
+def _closest(own: Hits, around: Hits, limit: int) -> Hits:
+    """The semantic layer with context vectors: each memory at the better of its own vector's cosine and its
+    context vector's (retrieval.context_search). As a layer of their own in fusion the context vectors cost LoCoMo
+    dev recall (a turn's neighbours took a second vote and the budget); as the better of two ways to match, they
+    pay (docs/benchmarks.md, "Context vectors")."""
+    best = dict(own)
+    for memory_id, score in around:
+        if score > best.get(memory_id, -2.0):
+            best[memory_id] = score
+    return sorted(best.items(), key=lambda hit: -hit[1])[:limit]

@@ -446,6 +446,7 @@ COMMANDS = {
     "reweight": cmd_job,
     "dream": cmd_job,
     "index": cmd_job,
+    "neighbours": cmd_job,
     "compact": cmd_job,
     "digest": cmd_job,
     "compress": cmd_job,

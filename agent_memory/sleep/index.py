@@ -10,12 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from agent_memory.manager import MemoryManager
-from agent_memory.storage.outbox import IMAGE, TEXT
+from agent_memory.storage.outbox import CONTEXT, IMAGE, TEXT
 
 
 async def run_index(manager: MemoryManager, now: datetime, *, force: bool = False) -> dict[str, Any]:
     report: dict[str, Any] = {}
-    for collection in (TEXT, IMAGE):
+    for collection in (TEXT, IMAGE, CONTEXT):
         points, indexed = await manager.vectors.index_status(collection)
         entry: dict[str, Any] = {"points": points, "indexed": indexed, "built": False}
         if points and (force or points - indexed >= manager.config.sleep.index_min_unindexed):

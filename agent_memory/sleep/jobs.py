@@ -39,6 +39,7 @@ JOBS: dict[str, Job] = {
     "reweight": lambda m, now: run_reweight(m.records, now, m.config),
     "dream": run_dream,
     "index": run_index,
+    "neighbours": lambda m, now: m.context_vectors.catch_up(),
     "forget": run_forgetting,
     "compress": run_compress,
     "export": lambda m, now, out, labelled_only=True: export_policy(m.records, out, labelled_only=labelled_only),
@@ -72,13 +73,16 @@ async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = N
     return (await manager.records.job_runs(name, limit=1))[0]
 
 
-SLEEP_CYCLE = ("forget", "decay", "tier", "compress", "compact", "digest", "reweight", "dream", "assess", "index")
+SLEEP_CYCLE = (
+    "forget", "decay", "tier", "compress", "compact", "digest", "reweight", "dream", "assess", "neighbours", "index"
+)  # fmt: skip
 """A full sleep cycle, in the order that lets each job use what the one before it wrote. Digests come after
 consolidation: a statement that a merge already holds is not gathered again (LoCoMo dev, a full cycle on the
 keep-all store, recall at 2,048 tokens: multi-hop 0.711 with digests first, 0.728 with them after). The forgetting
 policies go first (off by default: then the job changes nothing), so nothing else works on what they take.
 Compression follows tiering, which decides what is cold, and comes before consolidation and digests, so both work
-on the cut words."""
+on the cut words. Context vectors (`neighbours`; the daemon also computes them whenever writing pauses) come
+after everything that changes a memory's words, and before the index is built over them."""
 
 
 async def run_cycle(manager: MemoryManager, *, now: datetime | None = None) -> list[JobRun]:

@@ -336,7 +336,8 @@ class ErasureRecords:
             await each("DELETE FROM memories WHERE memory_id IN ({marks})", ids)  # FTS, links, entities, revisions
             await each("DELETE FROM shadowed_records WHERE turn_id IN ({marks})", [t for _, t in closure.places])
             await each("DELETE FROM turns WHERE turn_id IN ({marks})", turns)
-            touched = sorted(erased_ids | closure.restored | closure.digests)
+            neighbours = await _context_around(db, turns)  # their context vectors were read from an erased turn
+            touched = sorted(erased_ids | closure.restored | closure.digests | neighbours)
             await db.executemany(
                 "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)",
                 [(memory_id, ts(now)) for memory_id in touched],
@@ -424,3 +425,22 @@ class ErasureRecords:
             (topic_id,),
         )
         return [r for r in rows if str(r[0]) not in erased]
+
+
+async def _context_around(db: Any, turn_ids: Sequence[str]) -> set[str]:
+    """Delete the context vectors computed with one of `turn_ids` as a neighbour (their basis names it: see
+    context_records.py) and return their memories, whose points the projector then drops; the context job computes
+    them again from the turns that are left."""
+    found: set[str] = set()
+    for turn_id in turn_ids:
+        rows = await db.execute_fetchall(
+            "SELECT memory_id FROM context_vectors WHERE basis LIKE ? OR basis LIKE ?",
+            (f"%|{turn_id}|%", f"%|{turn_id}"),
+        )
+        found.update(str(r[0]) for r in rows)
+    if found:
+        ids = sorted(found)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            await db.execute(f"DELETE FROM context_vectors WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk)
+    return found

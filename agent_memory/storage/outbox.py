@@ -22,6 +22,7 @@ from agent_memory.storage.records import SqliteRecords
 log = logging.getLogger(__name__)
 TEXT = "text"
 IMAGE = "image"
+CONTEXT = "context"  # each turn memory with its neighbouring turns (context_vectors.py)
 
 
 def vector_payload(memory: Memory) -> dict[str, str | int]:
@@ -153,7 +154,7 @@ class Projector:
     async def recount(self) -> None:
         """Count the projections again (after a batch, a rebuild, or on open)."""
         graph = await self._graph.counts()
-        self.counts = {"graph": graph, "vectors": {c: await self._vectors.count(c) for c in (TEXT, IMAGE)}}
+        self.counts = {"graph": graph, "vectors": {c: await self._vectors.count(c) for c in (TEXT, IMAGE, CONTEXT)}}
 
     async def drain_for_reads(self) -> int:
         """What a search needs first: the vector part of every pending row (payloads, vectors, deletions) and the
@@ -190,8 +191,8 @@ class Projector:
             if memories:
                 await self._project_vectors(memories)
             if gone:
-                await self._vectors.delete(TEXT, gone)
-                await self._vectors.delete(IMAGE, gone)
+                for collection in (TEXT, IMAGE, CONTEXT):
+                    await self._vectors.delete(collection, gone)
         except Exception as exc:
             await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock(), error=repr(exc))
             raise
@@ -221,8 +222,8 @@ class Projector:
         returns the memories that are gone."""
         states = await self._records.payload_states(memory_ids)
         groups: dict[tuple[str, str, str], list[MemoryId]] = {}
-        for memory_id, tier, status, text, image in states:
-            for collection, present in ((TEXT, text), (IMAGE, image)):
+        for memory_id, tier, status, text, image, context in states:
+            for collection, present in ((TEXT, text), (IMAGE, image), (CONTEXT, context)):
                 if present:
                     groups.setdefault((collection, tier, status), []).append(MemoryId(memory_id))
         for (collection, tier, status), members in groups.items():
@@ -235,11 +236,16 @@ class Projector:
         now. A memory with no text vector (an image without a caption) is taken out of the text collection."""
         text = await self._records.stored_vectors(memories)
         images = await self._records.stored_vectors(memories, image=True)
+        context = await self._records.stored_context_vectors(memories)
         await self._vectors.upsert(TEXT, vector_items(text))
         if untexted := [MemoryId(i) for i in memories if i not in text]:
             await self._vectors.delete(TEXT, untexted)
         if images:
             await self._vectors.upsert(IMAGE, vector_items(images))
+        if context:
+            await self._vectors.upsert(CONTEXT, vector_items(context))
+        if uncontexted := [MemoryId(i) for i in memories if i not in context]:  # none yet, or its basis is gone
+            await self._vectors.delete(CONTEXT, uncontexted)
 
 
 def _derived(derive: Callable[[str], Sequence[str]], memory_id: str, content: str) -> Sequence[str]:

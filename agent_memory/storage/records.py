@@ -23,6 +23,7 @@ from agent_memory.models import (
     TurnRow,
 )
 from agent_memory.storage.compaction_records import CompactionQueries
+from agent_memory.storage.context_records import ContextQueries
 from agent_memory.storage.digest_records import DigestQueries
 from agent_memory.storage.fact_records import FactQueries
 from agent_memory.storage.graph_records import GraphQueries
@@ -65,6 +66,7 @@ class SqliteRecords(
     RecoveryQueries,
     RevisionQueries,
     FactQueries,
+    ContextQueries,
 ):
     def __init__(
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: Path | None = None

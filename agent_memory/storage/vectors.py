@@ -45,7 +45,7 @@ from agent_memory.errors import AgentMemoryError, ClosedError, StorageError
 from agent_memory.models import MemoryId, Vector, VectorHit, VectorItem
 
 T = TypeVar("T")
-DEFAULT_DIMENSIONS: Mapping[str, int] = MappingProxyType({"text": 384, "image": 512})
+DEFAULT_DIMENSIONS: Mapping[str, int] = MappingProxyType({"text": 384, "image": 512, "context": 384})
 BATCH_SIZE = 1_000
 TENANT_FIELD = "namespace"
 KEYWORD_FIELDS = ("type", "tier", "status")

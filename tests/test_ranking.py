@@ -94,6 +94,18 @@ def test_graph_neighbour_takes_a_discounted_share_of_its_best_seed() -> None:
     assert scores["m"][0] == pytest.approx(0.5 * 0.05 / 2) and scores["m"][1].relation == "DREAM_LINK"
 
 
+def test_a_neighbour_lifted_to_its_seeds_score_still_ranks_below_the_seed() -> None:
+    """Many paths (a long turn's chunks share their entities) can lift a neighbour to its seed's score; the tie
+    must go to the seed, whatever the ids (time order) say."""
+    memories = {i: memory(i, turn=n) for n, i in enumerate(("a0", "a1", "a2", "seed"))}
+    steps = [GraphStep(n, "seed", 1, "MENTIONS") for n in ("a0", "a1", "a2")]
+    rankings = {"keyword": [("seed", 5.0)]}
+    config = replace_config(PLAIN, graph_weight=5.0)  # so much that the cap at the seed's score binds
+    ranked = rank(rankings, steps, memories, Signals(NOW), config=config, decay=DecayConfig())
+    assert [r.memory.memory_id for r in ranked.results][0] == "seed"
+    assert {r.score for r in ranked.results} == {ranked.results[0].score}  # all tied, the seed first
+
+
 def test_rank_lifts_a_matching_session_and_reports_inactive() -> None:
     memories = {
         "a": memory("a", session="s1", turn=0),

@@ -199,9 +199,11 @@ def rank(
             hits["session"] = LayerHit("session", 0, lift)
             score += lift
         score = _weigh(score, memory, signals, hits, config=config, decay=decay)
-        scored.append((score, memory, hits))
-    scored.sort(key=lambda s: (-s[0], s[1].memory_id))
-    results = [RetrievalResult(memory=m, score=s, rank=r, layers=h) for r, (s, m, h) in enumerate(scored, 1)]
+        scored.append((score, base.get(memory_id, 0.0), memory, hits))
+    # A tie goes to the memory with more evidence of its own: the walk lifts a neighbour up to its seed's score,
+    # never past it, and the id (time order) must not then put the neighbour first.
+    scored.sort(key=lambda s: (-s[0], -s[1], s[2].memory_id))
+    results = [RetrievalResult(memory=m, score=s, rank=r, layers=h) for r, (s, _, m, h) in enumerate(scored, 1)]
     return Ranked(results, inactive)
 
 

@@ -397,6 +397,15 @@ class Config(_Section):
     """Unset: `<repo root>/.agent_memory` inside a git work tree (found from the current directory), else
     `~/.agent_memory` (project.py)."""
     max_content_bytes: int = Field(default=64 * 1024, ge=1)
+    """The largest turn remembered as one memory (and the largest memory an update, a caption or a query takes). A
+    turn over it, up to `max_turn_bytes`, is logged whole and remembered in chunks (long_turns.py)."""
+    max_turn_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    """The hard cap: a turn over it is refused with ContentTooLarge on every path (process_turn, process_turns,
+    ingest, HTTP) and nothing is written. 8 MiB is about 13,000 chunks, minutes of embedding in one call."""
+    chunk_tokens: int = Field(default=160, ge=16, le=4096)
+    """The size of a long turn's chunks, in tokens of 4 characters (so 640 characters): inside all-MiniLM-L6-v2's
+    256-word-piece window, so every word of a chunk counts in its vector. Measured at 800 characters: English prose
+    ~136 word pieces a chunk, log lines ~303 (their last sixth outside the vector); at 640, logs ~240."""
     projector_batch: int = Field(default=256, ge=1)
     projector_delay: timedelta = timedelta(seconds=1)
     """How long the background projector gathers outbox rows before applying them in one batch. Reads, flush()
@@ -427,6 +436,14 @@ class Config(_Section):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @model_validator(mode="after")
+    def _turn_cap(self) -> Config:
+        if self.max_turn_bytes < self.max_content_bytes:
+            raise ValueError(
+                f"max_turn_bytes ({self.max_turn_bytes}) is below max_content_bytes ({self.max_content_bytes})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _llm_for_facts(self) -> Config:

@@ -45,9 +45,9 @@ class EmptyContent(InvalidInput):
 
 
 class ContentTooLarge(InvalidInput):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"Turn content is {size} bytes, over max_content_bytes={limit}; nothing was written")
-        self.size, self.limit = size, limit
+    def __init__(self, size: int, limit: int, key: str = "max_content_bytes") -> None:
+        super().__init__(f"Turn content is {size} bytes, over {key}={limit}; nothing was written")
+        self.size, self.limit, self.key = size, limit, key
 
 
 class InvalidEncoding(InvalidInput):

@@ -29,6 +29,7 @@ from agent_memory.fact_extractors import make_fact_extractor
 from agent_memory.facts import Facts
 from agent_memory.image_path import ImagePath
 from agent_memory.llm.client import LiteLLMClient
+from agent_memory.long_turns import LongTurns
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
@@ -110,6 +111,14 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         self._last_vector = TurnVectors()
         self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
         self._stack: AsyncExitStack | None = None
+        self.long_turns = LongTurns(
+            max_bytes=config.max_content_bytes,
+            chunk_tokens=config.chunk_tokens,
+            embed=self.embedder.embed,
+            embedding_model=lambda: self.embedder.name,
+            entities=self.extractor.entities,
+            emotion=self.emotion.score,
+        )  # a turn over max_content_bytes, logged whole and remembered in chunks (long_turns.py)
         self._inflight: set[TurnKey] = set()
         self.recovered_turns = 0
 
@@ -289,7 +298,9 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
     async def process_turns(self, turns: Sequence[TurnInput | Mapping[str, Any]]) -> list[TurnResult]:
         """Bulk ingest: one log fsync, one embedding batch and one SQLite transaction for the lot.
 
-        Every turn is validated first; one bad turn rejects the batch and nothing is written.
+        Every turn is validated first; one bad turn rejects the batch and nothing is written. A turn over
+        `max_content_bytes`, up to the hard cap `max_turn_bytes`, is logged whole and remembered in chunks, each a
+        memory of its own (long_turns.py); its result's `chunk_memory_ids` names them.
         """
         self._check_open()
         now = self.clock()
@@ -348,7 +359,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         if not isinstance(turn, TurnInput):
             turn = turn_from_mapping(turn)
         try:
-            checked, _, role = check_turn(turn, max_bytes=self.config.max_content_bytes, now=now)
+            checked, _, role = check_turn(turn, max_bytes=self.config.max_turn_bytes, now=now)  # long: chunked
         except InvalidInput as exc:
             if index:
                 exc.args = (f"turn #{index}: {exc.args[0]}",)

@@ -266,10 +266,17 @@ class TurnResult:
     decision: SaveDecision
     image_memory_ids: tuple[MemoryId, ...] = ()
     """One image memory per image shared with the turn, in order; kept whatever the text's decision."""
+    chunk_memory_ids: tuple[MemoryId, ...] = ()
+    """A turn over max_content_bytes: the memories it was split into, in order (`memory_id` is the first)."""
 
     @property
     def reason(self) -> str:
         return self.decision.reason
+
+    @property
+    def chunks(self) -> int:
+        """How many chunk memories the turn became: 0 for a turn remembered whole (or not at all)."""
+        return len(self.chunk_memory_ids)
 
 
 @dataclass(frozen=True, slots=True)

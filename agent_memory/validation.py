@@ -56,8 +56,9 @@ def check_identifier(field: str, value: object) -> str:
     return value
 
 
-def check_content(content: object, *, max_bytes: int) -> str:
-    """Decode, check UTF-8 and size; returns the text as it will be stored."""
+def check_content(content: object, *, max_bytes: int, limit_name: str = "max_content_bytes") -> str:
+    """Decode, check UTF-8 and size; returns the text as it will be stored. `limit_name` is the config key the
+    size error names."""
     if isinstance(content, bytes | bytearray | memoryview):
         raw = bytes(content)
         try:
@@ -73,7 +74,7 @@ def check_content(content: object, *, max_bytes: int) -> str:
     else:
         raise InvalidInput(f"Turn content must be str or bytes, not {type(content).__name__}")
     if len(raw) > max_bytes:
-        raise ContentTooLarge(len(raw), max_bytes)
+        raise ContentTooLarge(len(raw), max_bytes, limit_name)
     if "\x00" in text:
         raise InvalidEncoding("it contains a NUL character")
     if not text.strip():
@@ -172,7 +173,8 @@ def image_extension(data: bytes) -> str:
 
 
 def check_turn(turn: TurnInput, *, max_bytes: int, now: datetime) -> tuple[TurnInput, str, Role]:
-    """The validated turn (with time and emotion normalised), its text and its role."""
+    """The validated turn (with time and emotion normalised), its text and its role. `max_bytes` is the hard cap,
+    `max_turn_bytes`: a turn under it but over `max_content_bytes` is taken, and remembered in chunks."""
     check_identifier("namespace", turn.namespace)
     check_identifier("session_id", turn.session_id)
     check_count("turn_number", turn.turn_number, low=0, high=MAX_TURN_NUMBER)
@@ -180,7 +182,7 @@ def check_turn(turn: TurnInput, *, max_bytes: int, now: datetime) -> tuple[TurnI
         role = Role(turn.role)
     except ValueError:
         raise InvalidInput(f"Unknown role {turn.role!r}; expected one of {[r.value for r in Role]}") from None
-    text = check_content(turn.content, max_bytes=max_bytes)
+    text = check_content(turn.content, max_bytes=max_bytes, limit_name="max_turn_bytes")
     at = check_time(turn.at, default=now, field="at")
     emotion = check_emotion(turn.emotional_context)
     images = check_images(turn.images)

@@ -32,6 +32,7 @@ from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import LLMError
 from agent_memory.llm.client import LiteLLMClient
 from agent_memory.llm.prompts import JudgedTurn, judge_turns
+from agent_memory.long_turns import LongTurns
 from agent_memory.models import (
     DecisionPath,
     EmotionalContext,
@@ -76,6 +77,8 @@ class Draft:
     earlier: list[tuple[str, bytes | None]] | None = None
     """(content, vector) of the memories just before this turn in its session, read while the model works; None
     when the batch itself holds enough turns before it."""
+    kept: bool = False
+    """It became a memory (its vector then counts in the novelty of the turns after it)."""
 
 
 class WritePath:
@@ -95,11 +98,12 @@ class WritePath:
     _last_vector: TurnVectors
     journal: JsonlJournal
     image_embedder: ClipEmbedder | None
+    long_turns: LongTurns
 
     def _start_embedding(self, records: Sequence[LogRecord]) -> asyncio.Task[np.ndarray]:
         """The model's pass over the turns that are not phatic, started at once: the log append, the drafts and the
         SQLite reads of `_read_ahead` run while it works (the embedding is most of a turn's time)."""
-        texts = [r.content for r in records if not _phatic(r)]
+        texts = [r.content for r in records if not _phatic(r) and not self.long_turns.is_long(r.content)]
         return asyncio.ensure_future(self.embedder.embed(texts))
 
     async def _commit(
@@ -110,10 +114,46 @@ class WritePath:
         embedding: asyncio.Task[np.ndarray] | None = None,
     ) -> list[TurnResult]:
         """Judge the turns and commit them in one transaction, with an image memory per image shared with each.
-        `embedding` is `_start_embedding(records)` when the caller started it earlier."""
+        `embedding` is `_start_embedding(records)` when the caller started it earlier. A long turn is not judged:
+        its chunks are built while the others are judged (long_turns.py), committed in the same transaction."""
         now = self.clock()
         groups = images or [()] * len(records)
         embedding = embedding or self._start_embedding(records)
+        long = [i for i, r in enumerate(records) if self.long_turns.is_long(r.content)]
+        short = [i for i in range(len(records)) if i not in set(long)] if long else list(range(len(records)))
+        chunked = (
+            asyncio.ensure_future(self.long_turns.commits(*_rows(long, records, positions, groups), now))
+            if long
+            else None
+        )
+        try:
+            commits, results, drafts = await self._judged(*_rows(short, records, positions, groups), embedding, now)
+            built = await chunked if chunked is not None else []
+        except BaseException:
+            if chunked is not None:
+                chunked.cancel()
+            raise
+        if built:  # back in the batch's order
+            placed = dict(zip(short, zip(commits, results, strict=True), strict=True))
+            placed |= dict(zip(long, built, strict=True))
+            commits, results = [placed[i][0] for i in sorted(placed)], [placed[i][1] for i in sorted(placed)]
+        await self.records.commit_turns(commits, now=now, recovery_start=self.journal.low_water(excluding=positions))
+        self._recent.extend((d.record.namespace, d.vector) for d in drafts if d.vector is not None and d.kept)
+        self.projector.notify()
+        return results
+
+    async def _judged(
+        self,
+        records: Sequence[LogRecord],
+        positions: Sequence[LogPosition],
+        groups: Sequence[Sequence[StoredImage]],
+        embedding: asyncio.Task[np.ndarray],
+        now: datetime,
+    ) -> tuple[list[TurnCommit], list[TurnResult], list[Draft]]:
+        """The commits and results of turns that are not long, judged and built, not yet committed."""
+        if not records:
+            await embedding  # of no text: nothing to wait for but the task itself
+            return [], [], []
         drafts = await asyncio.to_thread(lambda: [self._draft(r) for r in records])
         await self._previous_turns(drafts)
         gaps = await self._read_ahead(drafts, now)
@@ -126,17 +166,11 @@ class WritePath:
         for draft, position, decision, shared in zip(drafts, positions, decisions, groups, strict=True):
             commit = self._turn_commit(draft, position, decision, now, shared)
             commits.append(commit)
+            draft.kept = commit.memory is not None
             memory_id = commit.memory.memory_id if commit.memory else None
             pictures = tuple(image.memory.memory_id for image in commit.images)
             results.append(TurnResult(draft.record.turn_id, position, decision.save, memory_id, decision, pictures))
-        await self.records.commit_turns(commits, now=now, recovery_start=self.journal.low_water(excluding=positions))
-        self._recent.extend(
-            (d.record.namespace, d.vector)
-            for d, c in zip(drafts, commits, strict=True)
-            if c.memory and d.vector is not None
-        )
-        self.projector.notify()
-        return results
+        return commits, results, drafts
 
     def _draft(self, record: LogRecord) -> Draft:
         """What the text alone says: its features, whether it is phatic, its emotion (the caller's wins)."""
@@ -468,6 +502,16 @@ NOTE_MEMORY_TYPES = {
     NoteKind.PREFERENCE: MemoryType.PREFERENCE,
 }
 """A note's memory type by its kind; a plain note, a handoff and a worklog are episodes."""
+
+
+def _rows(
+    rows: Sequence[int],
+    records: Sequence[LogRecord],
+    positions: Sequence[LogPosition],
+    groups: Sequence[Sequence[StoredImage]],
+) -> tuple[list[LogRecord], list[LogPosition], list[Sequence[StoredImage]]]:
+    """The records, log positions and images of the batch's `rows`."""
+    return [records[i] for i in rows], [positions[i] for i in rows], [groups[i] for i in rows]
 
 
 def _phatic(record: LogRecord) -> bool:

@@ -91,7 +91,7 @@ async def test_a_turn_is_processed_then_retrieved(client: httpx.AsyncClient) -> 
     response = await client.post("/v1/turns", json=TURN)
     assert response.status_code == 200, response.text
     turn = response.json()
-    assert set(turn) == {"turn_id", "saved", "memory_id", "reason", "path"}
+    assert set(turn) == {"turn_id", "saved", "memory_id", "reason", "path", "chunks"} and turn["chunks"] == 0
     assert turn["saved"] is True and turn["memory_id"]
     response = await client.post("/v1/retrieve", json={"query": "Where does Ana live?", "k": 3})
     assert response.status_code == 200, response.text
@@ -152,7 +152,7 @@ async def test_a_duplicate_turn_is_a_conflict(client: httpx.AsyncClient) -> None
 
 
 async def test_content_over_the_limit_is_rejected(client: httpx.AsyncClient, config: Config) -> None:
-    response = await client.post("/v1/turns", json={**TURN, "content": "x" * (config.max_content_bytes + 1)})
+    response = await client.post("/v1/turns", json={**TURN, "content": "x" * (config.max_turn_bytes + 1)})
     assert response.status_code == 400 and error_code(response) == "content_too_large"
 
 

@@ -164,7 +164,7 @@ async def test_bulk_ingest_links_sessions_in_the_graph(manager: MemoryManager) -
     [
         ({"content": ""}, EmptyContent),
         ({"content": "   \n\t"}, EmptyContent),
-        ({"content": "x" * 70_000}, ContentTooLarge),
+        ({"content": "x" * (8 * 1024 * 1024 + 1)}, ContentTooLarge),  # over max_turn_bytes (70 KB is chunked)
         ({"content": b"caf\xe9 au lait"}, InvalidEncoding),
         ({"content": "lone \ud800 surrogate"}, InvalidEncoding),
         ({"session_id": "bad session id!"}, InvalidIdentifier),

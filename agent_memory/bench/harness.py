@@ -76,14 +76,20 @@ def _mean(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {"n": len(rows)} | {k: round(statistics.fmean(float(r[k]) for r in rows), 4) for k in keys}
 
 
-async def ingest(manager: MemoryManager, turns: Iterable[TurnInput], *, batch: int = 64) -> tuple[int, float]:
-    """Every turn through `process_turns`, in batches that never straddle a session. Returns (turns, seconds)."""
+async def ingest(
+    manager: MemoryManager, turns: Iterable[TurnInput], *, batch: int = 64, long_turns: list[int] | None = None
+) -> tuple[int, float]:
+    """Every turn through `process_turns`, in batches that never straddle a session. Returns (turns, seconds).
+    A turn over max_content_bytes is remembered in chunks (long_turns.py); `long_turns`, when given, gets each
+    such turn's chunk count."""
     started, count = time.perf_counter(), 0
     for _, session in groupby(turns, key=lambda t: (t.namespace, t.session_id)):
         turns_of_session = list(session)
         for start in range(0, len(turns_of_session), batch):
             chunk = turns_of_session[start : start + batch]
-            await manager.process_turns(chunk)
+            results = await manager.process_turns(chunk)
+            if long_turns is not None:
+                long_turns += [r.chunks for r in results if r.chunks]
             count += len(chunk)
     await manager.flush()
     return count, time.perf_counter() - started
@@ -228,10 +234,13 @@ async def run_bench(
     fresh = (
         t for t in turns_for(dataset, data, namespaces) if (t.session_id, t.turn_number) not in present[t.namespace]
     )
-    turns, seconds = await ingest(manager, fresh)
+    long_turns: list[int] = []
+    turns, seconds = await ingest(manager, fresh, long_turns=long_turns)
     if any(present.values()):
         progress(f"reusing {sum(map(len, present.values()))} turns already in {manager.config.data_dir}")
     progress(f"ingested {turns} turns in {seconds:.1f} s ({turns / max(seconds, 1e-9):.0f} turns/s)")
+    if long_turns:
+        progress(f"{len(long_turns)} long turns (over max_content_bytes) split into {sum(long_turns)} chunks")
     context_seconds = await catch_up_context(manager)
     progress(f"context vectors caught up in {context_seconds:.1f} s")
     headline = HEADLINE.get(dataset)
@@ -242,6 +251,7 @@ async def run_bench(
         "questions": len(questions),
         "turns": turns + sum(map(len, present.values())),
         "ingest_seconds": round(seconds, 2),
+        "long_turns": {"turns": len(long_turns), "chunks": sum(long_turns)},
         "context_vector_seconds": round(context_seconds, 2),
         "token_counter": manager.token_counter.name,
         "retrieval_config": base.model_dump(mode="json"),

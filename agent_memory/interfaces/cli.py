@@ -10,10 +10,9 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,13 @@ from agent_memory.config import Config, load_config
 from agent_memory.errors import AgentMemoryError, InvalidInput
 from agent_memory.interfaces.cli_facts import cmd_fact_history, cmd_facts, cmd_remember
 from agent_memory.interfaces.cli_import import cmd_import_markdown
+from agent_memory.interfaces.cli_ingest import cmd_ingest
 from agent_memory.interfaces.cli_mcp import cmd_mcp
 from agent_memory.interfaces.cli_parser import build_parser
 from agent_memory.interfaces.cli_setup import cmd_hooks, cmd_setup
 from agent_memory.interfaces.routing import open_store
-from agent_memory.models import JobRun, Memory, RetrievalResult, TurnInput, utc_now
+from agent_memory.models import JobRun, Memory, RetrievalResult
 from agent_memory.storage.private import PRIVATE_UMASK
-from agent_memory.validation import check_turn
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,79 +76,6 @@ def _config(args: argparse.Namespace) -> Config:
     if args.data_dir is not None:
         return load_config(args.config, data_dir=str(args.data_dir))
     return load_config(args.config)
-
-
-async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
-    """The file is read and checked whole first, so a bad turn anywhere means nothing is written. A batch refused
-    while writing (a turn the store has already, a storage error) names the turns committed before it and how to
-    resume (`--skip`)."""
-    from tqdm import tqdm
-
-    count = await asyncio.to_thread(_check_input, config, args)
-    turns = _input_turns(args)
-    saved = total = 0
-    async with open_store(config) as store:
-        with tqdm(total=count, unit="turn", desc="ingest", disable=not sys.stderr.isatty()) as bar:
-            while batch := list(islice(turns, args.batch)):
-                try:
-                    results = await store.process_turns(batch)
-                except AgentMemoryError as exc:
-                    exc.args = (_stopped_at(exc, args, total, len(batch)),)
-                    raise
-                saved += sum(r.saved for r in results)
-                total += len(results)
-                bar.update(len(results))
-    print(f"ingested {total} turns, {saved} kept as memories, into {config.data_dir}")
-    return 0
-
-
-def _input_turns(args: argparse.Namespace) -> Iterator[TurnInput]:
-    from agent_memory.bench.datasets import READERS
-
-    stop = args.skip + args.limit if args.limit else None
-    turns = islice(READERS[args.format](args.file), args.skip, stop)
-    return (_with_namespace(t, args.namespace) for t in turns) if args.namespace else turns
-
-
-def _check_input(config: Config, args: argparse.Namespace) -> int:
-    """How many turns the file gives; InvalidInput for the first that is unreadable, invalid or given twice."""
-    now = utc_now()
-    first_at: dict[tuple[str, str, int], int] = {}
-    try:
-        for number, turn in enumerate(_input_turns(args), args.skip + 1):
-            key = (turn.namespace, turn.session_id, turn.turn_number)
-            try:
-                check_turn(turn, max_bytes=config.max_content_bytes, now=now)
-                if key in first_at:
-                    raise InvalidInput(
-                        f"turn_number {key[2]} of session {key[1]!r} in namespace {key[0]!r} is already turn "
-                        f"{first_at[key]} of the file"
-                    )
-            except InvalidInput as exc:
-                exc.args = (f"turn {number} of {args.file.name}: {exc}",)
-                raise
-            first_at[key] = number
-    except InvalidInput as exc:
-        if first_at:  # a turn after good ones: say that those were not written either
-            exc.args = (f"{exc}; nothing was ingested (the whole file is checked before a turn is written)",)
-        raise
-    return len(first_at)
-
-
-def _stopped_at(exc: AgentMemoryError, args: argparse.Namespace, committed: int, size: int) -> str:
-    """What a refused batch says when earlier batches were committed: which turns it held, and how to go on."""
-    if not committed:
-        return str(exc)  # nothing of this run was written
-    first = args.skip + committed + 1
-    held = f"turn {first}" if size == 1 else f"turns {first}-{first + size - 1}"
-    done = f"turns {args.skip + 1}-{first - 1} were committed before them"
-    return f"{held} of {args.file.name}: {exc}; {done}: fix the file, then resume with --skip {first - 1}"
-
-
-def _with_namespace(turn: Any, namespace: str) -> Any:
-    from dataclasses import replace
-
-    return replace(turn, namespace=namespace)
 
 
 async def cmd_search(config: Config, args: argparse.Namespace) -> int:

@@ -51,7 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--namespace", help="put every turn in this namespace")
     ingest.add_argument("--batch", type=_positive, default=64, help="turns per transaction (default 64)")
     ingest.add_argument("--limit", type=_positive, help="ingest at most this many turns")
-    ingest.add_argument("--skip", type=_non_negative, default=0, help="skip the first N turns (to resume an ingest)")
+    ingest.add_argument("--skip", type=_non_negative, default=0, help="skip the first N turns of the file")
+    ingest.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="refuse a turn the store already has (by session and turn number) instead of skipping it",
+    )
 
     search = commands.add_parser("search", help="retrieve memories for a query")
     search.add_argument("query")

@@ -405,6 +405,8 @@ class TurnReceipt:
     memory_id: str | None
     reason: str
     path: str
+    chunks: int = 0
+    """A long turn: how many chunk memories it became (TurnResult.chunks)."""
 
 
 def turn_body(turn: TurnInput) -> dict[str, Any]:

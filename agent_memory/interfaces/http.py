@@ -202,6 +202,7 @@ def turn_json(result: TurnResult) -> dict[str, Any]:
         "memory_id": result.memory_id,
         "reason": result.reason,
         "path": result.decision.path.value,
+        "chunks": result.chunks,
     }
 
 

@@ -29,6 +29,9 @@ class Processed(Protocol):
     @property
     def saved(self) -> bool: ...
 
+    @property
+    def chunks(self) -> int: ...
+
 
 class Store(Protocol):
     """What the CLI asks of the memory, wherever it is."""

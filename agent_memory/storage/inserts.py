@@ -10,7 +10,7 @@ import aiosqlite
 
 from agent_memory.models import Memory
 from agent_memory.note_models import NoteMeta
-from agent_memory.storage.rows import ImageCommit, TurnCommit, ts
+from agent_memory.storage.rows import ChunkCommit, ImageCommit, TurnCommit, ts
 
 
 async def insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: datetime) -> None:
@@ -41,6 +41,9 @@ async def insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: datetim
             await insert_note(db, memory, commit.note)
     for image in commit.images:
         await insert_image(db, image, now)
+    for chunk in commit.chunks:
+        await insert_chunk(db, chunk, turn.turn_id, now)
+    memory = memory or (commit.chunks[0].memory if commit.chunks else None)  # the decision names the first chunk
     await db.execute(
         "INSERT INTO save_decisions (turn_id, memory_id, decided_at, path, save, memory_type, confidence, "
         "importance, reason, features, inputs, policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -69,6 +72,18 @@ async def insert_turn(db: aiosqlite.Connection, commit: TurnCommit, now: datetim
 async def enqueue(db: aiosqlite.Connection, memory_id: str, now: datetime) -> None:
     await db.execute(
         "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)", (memory_id, ts(now))
+    )
+
+
+async def insert_chunk(db: aiosqlite.Connection, chunk: ChunkCommit, turn_id: str, now: datetime) -> None:
+    """A long turn's chunk: a memory like any kept turn's (keywords left to the projector), and its place."""
+    memory = chunk.memory
+    await insert_memory(db, memory, chunk.embedding, chunk.embedding_model)
+    await enqueue(db, memory.memory_id, now)
+    await db.execute("INSERT OR IGNORE INTO pending_keywords (memory_id) VALUES (?)", (memory.memory_id,))
+    await db.execute(
+        "INSERT INTO memory_chunks (memory_id, turn_id, chunk, chunks, start_char, end_char) VALUES (?, ?, ?, ?, ?, ?)",
+        (memory.memory_id, turn_id, chunk.chunk, chunk.chunks, chunk.start, chunk.end),
     )
 
 

@@ -48,6 +48,19 @@ class ImageCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunkCommit:
+    """One chunk of a long turn as a memory (long_turns.py): its row, its text vector, and its place in the turn."""
+
+    memory: Memory
+    embedding: bytes
+    embedding_model: str
+    chunk: int
+    chunks: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
 class TurnCommit:
     """Everything one processed turn writes, committed in a single transaction."""
 
@@ -64,6 +77,8 @@ class TurnCommit:
     """The memory's keywords are left to the projector (pending_keywords): they are not on the write path."""
     note: NoteMeta | None = None
     """The memory is a note: its label is written to `notes` in the same transaction."""
+    chunks: tuple[ChunkCommit, ...] = ()
+    """A long turn's chunk memories (then `memory` is None): each a memory row, with its vector and its place."""
 
 
 @dataclass(frozen=True, slots=True)

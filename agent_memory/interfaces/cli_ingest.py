@@ -1,0 +1,216 @@
+"""`agent-memory ingest FILE`: a conversation history into the store, in batches, resumable, with progress.
+
+- **Checked first.** The file is read once and checked whole before a turn is written (a bad turn anywhere means
+  nothing is written), then read again to ingest: both passes stream it, a line at a time for JSONL, so memory
+  holds one batch of turns and one key per turn for the duplicate check (about 100 bytes a turn), never the
+  file's text. (The LoCoMo and LongMemEval readers load their JSON file whole: those formats are one document.)
+- **Resumable.** A turn the store already has, by (namespace, session, turn number), is skipped, so running the
+  same command again after an interruption (Ctrl-C, a crash, `--limit`) writes only what is missing, and a batch
+  is all or nothing (one transaction), so no turn is half there. `--no-resume` refuses a stored turn instead, as an
+  error; `--skip N` still starts at the file's turn N+1.
+- **Long turns.** A turn over `max_content_bytes`, up to `max_turn_bytes`, is logged whole and remembered in chunks
+  (long_turns.py); the summary counts them. Over `max_turn_bytes` the check refuses the file.
+- **Progress** on stderr: a tqdm bar on a terminal; otherwise a line after the first batch and every 10 s (turns
+  done, turns/s of the turns written, ETA), so a log file shows it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from itertools import islice
+from typing import Any, TextIO
+
+from agent_memory.config import Config
+from agent_memory.errors import AgentMemoryError, InvalidInput
+from agent_memory.interfaces.routing import LocalStore, Processed, Store, open_store
+from agent_memory.models import TurnInput, utc_now
+from agent_memory.validation import check_turn
+
+PROGRESS_EVERY = 10.0
+"""Seconds between two progress lines when stderr is not a terminal."""
+ALREADY = "was already processed"
+"""The words of a duplicate turn's error, from the manager or the daemon (errors.DuplicateTurn)."""
+
+
+@dataclass
+class Tally:
+    written: int = 0
+    saved: int = 0
+    skipped: int = 0
+    long_turns: int = 0
+    chunks: int = 0
+    writing: float = 0.0
+    """Seconds spent on batches that wrote turns: the rate and the ETA are of those."""
+
+    def add(self, results: Sequence[Processed], seconds: float) -> None:
+        self.written += len(results)
+        self.saved += sum(r.saved for r in results)
+        split = [r.chunks for r in results if r.chunks]
+        self.long_turns, self.chunks = self.long_turns + len(split), self.chunks + sum(split)
+        self.writing += seconds
+
+    @property
+    def rate(self) -> float:
+        return self.written / self.writing if self.writing > 0 else 0.0
+
+
+async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
+    count = await asyncio.to_thread(check_input, config, args)
+    tally, started = Tally(), time.perf_counter()
+    resume = not getattr(args, "no_resume", False)
+    async with open_store(config) as store:
+        with Progress(count, sys.stderr) as progress:
+            turns = input_turns(args)
+            while batch := list(islice(turns, args.batch)):
+                try:
+                    await _ingest_batch(store, batch, tally, resume=resume)
+                except AgentMemoryError as exc:
+                    done = tally.written + tally.skipped
+                    exc.args = (_stopped_at(exc, args, done, len(batch), resume=resume),)
+                    raise
+                progress.update(len(batch), tally)
+    sys.stdout.write(summary(tally, config, time.perf_counter() - started) + "\n")
+    return 0
+
+
+async def _ingest_batch(store: Store, batch: list[TurnInput], tally: Tally, *, resume: bool) -> None:
+    """One transaction for the batch's new turns. Resuming, the stored ones are left out first (asked of the
+    store opened here; through a daemon a batch refused for one is sent again a turn at a time)."""
+    if resume and isinstance(store, LocalStore):
+        stored = [await _stored(store, t) for t in batch]
+        tally.skipped += sum(stored)
+        batch = [t for t, known in zip(batch, stored, strict=True) if not known]
+    if not batch:
+        return
+    started = time.perf_counter()
+    try:
+        results = await store.process_turns(batch)
+    except InvalidInput as exc:
+        if not resume or ALREADY not in str(exc):
+            raise
+        await _one_at_a_time(store, batch, tally)
+        return
+    tally.add(results, time.perf_counter() - started)
+
+
+async def _one_at_a_time(store: Store, batch: Sequence[TurnInput], tally: Tally) -> None:
+    for turn in batch:
+        started = time.perf_counter()
+        try:
+            results = await store.process_turns([turn])
+        except InvalidInput as exc:
+            if ALREADY not in str(exc):
+                raise
+            tally.skipped += 1
+            continue
+        tally.add(results, time.perf_counter() - started)
+
+
+async def _stored(store: LocalStore, turn: TurnInput) -> bool:
+    return await store.manager.records.turn_exists(turn.namespace, turn.session_id, turn.turn_number)
+
+
+def summary(tally: Tally, config: Config, seconds: float) -> str:
+    line = f"ingested {tally.written} turns, {tally.saved} kept as memories, into {config.data_dir}"
+    notes = []
+    if tally.skipped:
+        notes.append(f"{tally.skipped} already stored, skipped")
+    if tally.long_turns:
+        noun = "long turn" if tally.long_turns == 1 else "long turns"
+        notes.append(f"{tally.long_turns} {noun} split into {tally.chunks} chunks")
+    line += f" ({'; '.join(notes)})" if notes else ""
+    return line + f" in {seconds:.1f} s ({tally.rate:.1f} turns/s)"
+
+
+class Progress:
+    """Turns done, turns/s and the ETA, on stderr: tqdm's bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, total: int, out: TextIO, *, every: float = PROGRESS_EVERY) -> None:
+        self.total, self.out, self.every, self.done = total, out, every, 0
+        self._last: float | None = None
+        self._bar: Any = None
+        if out.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit="turn", desc="ingest", file=out)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    def update(self, turns: int, tally: Tally) -> None:
+        self.done += turns
+        if self._bar is not None:
+            self._bar.update(turns)
+            return
+        now = time.monotonic()
+        if self._last is None or now - self._last >= self.every or self.done >= self.total:
+            self._last = now
+            self.out.write(self.line(tally) + "\n")
+            self.out.flush()
+
+    def line(self, tally: Tally) -> str:
+        left = max(self.total - self.done, 0)
+        eta = timedelta(seconds=round(left / tally.rate)) if tally.rate > 0 else None
+        share = f" ({self.done / self.total:.0%})" if self.total else ""
+        return (
+            f"ingest: {self.done}/{self.total} turns{share}, {tally.rate:.1f} turns/s, "
+            f"ETA {eta if eta is not None else 'unknown'}"
+        )
+
+
+def input_turns(args: argparse.Namespace) -> Iterator[TurnInput]:
+    from agent_memory.bench.datasets import READERS
+
+    stop = args.skip + args.limit if args.limit else None
+    turns = islice(READERS[args.format](args.file), args.skip, stop)
+    return (replace(t, namespace=args.namespace) for t in turns) if args.namespace else turns
+
+
+def check_input(config: Config, args: argparse.Namespace) -> int:
+    """How many turns the file gives; InvalidInput for the first that is unreadable, invalid (over
+    `max_turn_bytes` included) or given twice."""
+    now = utc_now()
+    first_at: dict[tuple[str, str, int], int] = {}
+    try:
+        for number, turn in enumerate(input_turns(args), args.skip + 1):
+            key = (turn.namespace, turn.session_id, turn.turn_number)
+            try:
+                check_turn(turn, max_bytes=config.max_turn_bytes, now=now)
+                if key in first_at:
+                    raise InvalidInput(
+                        f"turn_number {key[2]} of session {key[1]!r} in namespace {key[0]!r} is already turn "
+                        f"{first_at[key]} of the file"
+                    )
+            except InvalidInput as exc:
+                exc.args = (f"turn {number} of {args.file.name}: {exc}",)
+                raise
+            first_at[key] = number
+    except InvalidInput as exc:
+        if first_at:  # a turn after good ones: say that those were not written either
+            exc.args = (f"{exc}; nothing was ingested (the whole file is checked before a turn is written)",)
+        raise
+    return len(first_at)
+
+
+def _stopped_at(exc: AgentMemoryError, args: argparse.Namespace, done: int, size: int, *, resume: bool) -> str:
+    """What a refused batch says when earlier batches were committed (or found stored): which turns it held, and
+    how to go on: the same command again when resuming, else `--skip`."""
+    if not done:
+        return str(exc)  # nothing of this run was written
+    first = args.skip + done + 1
+    held = f"turn {first}" if size == 1 else f"turns {first}-{first + size - 1}"
+    if resume:
+        went = f"turns {args.skip + 1}-{first - 1} were committed or already stored before them"
+        return f"{held} of {args.file.name}: {exc}; {went}: fix the file, then run the same command again"
+    went = f"turns {args.skip + 1}-{first - 1} were committed before them"
+    return f"{held} of {args.file.name}: {exc}; {went}: fix the file, then resume with --skip {first - 1}"

@@ -56,6 +56,7 @@ from agent_memory.errors import (  # noqa: E402
     StorageError,
     StoreLocked,
     TurnNotFound,
+    WindowOverflow,
 )
 from agent_memory.models import (  # noqa: E402
     DoctorReport,
@@ -143,6 +144,7 @@ __all__ = [
     "Tier",
     "TurnInput",
     "TurnNotFound",
+    "WindowOverflow",
     "TurnResult",
     "load_config",
     "__version__",

@@ -20,6 +20,7 @@ AgentMemoryError
     LLMTimeout                no answer within llm.timeout
     LLMBadOutput              an answer that is not the JSON asked for; the message quotes its start
   ClosedError                 used after close()
+  WindowOverflow              pinned messages would leave a short-term window over its limit; nothing changed
   DaemonError                 the daemon answered with an error no class above fits; the message names its URL
     DaemonUnreachable         the daemon that owns the data directory did not answer; the message names its URL
 """
@@ -181,6 +182,19 @@ class LLMBadOutput(LLMError):
 class ClosedError(AgentMemoryError):
     def __init__(self, what: str = "MemoryManager") -> None:
         super().__init__(f"{what} is closed; open it again before use")
+
+
+class WindowOverflow(AgentMemoryError):
+    """Pinned messages are never evicted, so a change that would leave them and it over a short-term window's limit
+    is refused: a pin, or a message that could not fit beside them even cut to nothing."""
+
+    def __init__(self, limit: int, pinned_tokens: int, adding_tokens: int, what: str = "The pinned message") -> None:
+        super().__init__(
+            f"{what} needs {adding_tokens:,} tokens beside the {pinned_tokens:,} already pinned, over the window's "
+            f"limit of {limit:,}; nothing was changed (pinned messages are never evicted: shorten the system prompt "
+            "or the memory block, or raise limit_tokens)"
+        )
+        self.limit, self.pinned_tokens, self.adding_tokens = limit, pinned_tokens, adding_tokens
 
 
 class DaemonError(AgentMemoryError):

@@ -18,8 +18,8 @@ from datetime import datetime
 from agent_memory.cognition.fact_extraction import Candidate
 from agent_memory.errors import InvalidInput
 from agent_memory.fact_extractors import SPEAKER, FactExtractor, HeuristicFactExtractor
-from agent_memory.models import Fact, LogRecord, new_id
-from agent_memory.storage.fact_records import FactDecision, FactPlan, Observed
+from agent_memory.models import Fact, FactDecision, LogRecord, new_id
+from agent_memory.storage.fact_records import FactPlan, Observed
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.validation import check_aware, check_identifier
 

@@ -34,6 +34,7 @@ from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
     Fact,
+    FactDecision,
     JobRun,
     LogPosition,
     LogRecord,
@@ -110,7 +111,6 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
         self._last_vector = TurnVectors()
         self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
-        self._stack: AsyncExitStack | None = None
         self.long_turns = LongTurns(
             max_bytes=config.max_content_bytes,
             chunk_tokens=config.chunk_tokens,
@@ -119,6 +119,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             entities=self.extractor.entities,
             emotion=self.emotion.score,
         )  # a turn over max_content_bytes, logged whole and remembered in chunks (long_turns.py)
+        self._stack: AsyncExitStack | None = None
         self._inflight: set[TurnKey] = set()
         self.recovered_turns = 0
 
@@ -545,6 +546,22 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         """Every value of (subject, attribute) with the interval it was true in."""
         self._check_open()
         return await self._facts.history(subject, attribute, namespace=namespace)
+
+    async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]:
+        """The policy step (STORE / MERGE / SUPERSEDE / REJECT, facts.py) on the facts these stored turns state, for
+        a caller that runs it after the turns are stored (the runtime, once the answer is in). Unlike the write
+        path's step (`facts.extract_on_write`) a failure is raised, not logged. A turn already through the step is
+        not observed twice (that would count its facts again): its logged decisions are returned."""
+        self._check_open()
+        decided: list[FactDecision] = []
+        fresh: list[LogRecord] = []
+        for turn_id in turn_ids:
+            logged = await self.records.fact_decisions(turn_id)
+            if logged:
+                decided += logged
+            else:
+                fresh.append(await self.read_turn(turn_id))
+        return decided + (await self._facts.observe(fresh) if fresh else [])
 
     async def read_turn(self, turn_id: str) -> LogRecord:
         """The turn exactly as it was logged, read back through its byte offset."""

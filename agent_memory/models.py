@@ -389,6 +389,22 @@ class Fact:
 
 
 @dataclass(frozen=True, slots=True)
+class FactDecision:
+    """What the policy step did with one candidate fact, and why (facts.py; logged in fact_decisions)."""
+
+    namespace: str
+    turn_id: str | None
+    subject: str
+    attribute: str
+    value: str
+    action: str  # STORE, MERGE, SUPERSEDE or REJECT
+    reason: str
+    rule: str
+    fact_id: str | None
+    decided_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class ContextFact:
     """A fact in a context's "known facts" block, and why it is there."""
 

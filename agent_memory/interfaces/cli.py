@@ -23,6 +23,7 @@ from agent_memory.interfaces.cli_import import cmd_import_markdown
 from agent_memory.interfaces.cli_ingest import cmd_ingest
 from agent_memory.interfaces.cli_mcp import cmd_mcp
 from agent_memory.interfaces.cli_parser import build_parser
+from agent_memory.interfaces.cli_proxy import cmd_chat, cmd_proxy
 from agent_memory.interfaces.cli_setup import cmd_hooks, cmd_setup
 from agent_memory.interfaces.routing import open_store
 from agent_memory.models import JobRun, Memory, RetrievalResult
@@ -392,6 +393,8 @@ COMMANDS = {
     "hooks": cmd_hooks,
     "import-markdown": cmd_import_markdown,
     "mcp": cmd_mcp,
+    "proxy": cmd_proxy,
+    "chat": cmd_chat,
 }
 
 if __name__ == "__main__":

@@ -214,6 +214,23 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--agent", default="mcp", help="who the notes are from (setup writes the client's name)")
     mcp.add_argument("--no-start", action="store_true", help="do not start a daemon when none runs: fail instead")
 
+    key_help = "the environment variable holding the model's API key (default: the provider's own, as litellm reads)"
+    proxy = commands.add_parser("proxy", help="an OpenAI-compatible chat endpoint with memory (docs/runtime.md)")
+    proxy.add_argument("--upstream", required=True, help="the litellm model string to forward to (ollama/llama3.1)")
+    proxy.add_argument("--port", type=_port, default=0, help="the loopback port (default 0: a free one, printed)")
+    proxy.add_argument("--namespace", default="default", help="for requests naming no user (default: default)")
+    proxy.add_argument("--memory-tokens", type=_positive, default=1024, help="the memory block's budget (1024)")
+    proxy.add_argument("--no-start", action="store_true", help="do not start a daemon when none runs: fail instead")
+    chat = commands.add_parser("chat", help="a terminal chat with memory, showing what each turn used")
+    chat.add_argument("--model", required=True, help="a litellm model string (ollama/llama3.1, openai/gpt-4o, ...)")
+    chat.add_argument("--namespace", default="default", help="whose memory (default: default)")
+    chat.add_argument("--session", help="the session id (default: chat-<UTC time>)")
+    chat.add_argument("--window-tokens", type=_positive, default=8000, help="the short-term window's limit (8000)")
+    chat.add_argument("--memory-tokens", type=_positive, default=1024, help="the memory block's budget (1024)")
+    for face in (proxy, chat):
+        face.add_argument("--api-base", help="the model server's URL (a local OpenAI-compatible server, Ollama)")
+        face.add_argument("--api-key-env", metavar="NAME", help=key_help)
+
     scope_help = "project: the repository's files; user: your home's (default: project inside a git repository)"
     setup = commands.add_parser("setup", help="the MCP server entry for a coding agent, printed or merged in (--write)")
     setup.add_argument("client", choices=["claude-code", "codex", "cursor"])

@@ -49,6 +49,7 @@ from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
     Fact,
+    FactDecision,
     JobRun,
     Memory,
     RetrievalResult,
@@ -234,6 +235,11 @@ class DaemonClient:
         params = {"subject": subject, "as_of": as_of, "known_at": known_at, "namespace": namespace}
         shown = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in params.items() if v is not None}
         return self._decode(_FACTS, await self._call("GET", "/v1/facts", params=shown))
+
+    async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]:
+        """POST /v1/facts/observe: the policy step on the facts these stored turns state."""
+        answer = await self._call("POST", "/v1/facts/observe", json={"turn_ids": list(turn_ids)})
+        return self._decode(_DECISIONS, answer)
 
     async def fact_history(self, subject: str, attribute: str, *, namespace: str = "default") -> list[Fact]:
         params = {"subject": subject, "attribute": attribute, "namespace": namespace}
@@ -463,6 +469,7 @@ _MEMORY = LazyAdapter(Memory)
 _REVISIONS = LazyAdapter(list[Revision])
 _FACT = LazyAdapter(Fact)
 _FACTS = LazyAdapter(list[Fact])
+_DECISIONS = LazyAdapter(list[FactDecision])
 _STATS = LazyAdapter(dict[str, Any])
 _RUN = LazyAdapter(JobRun)
 _RUNS = LazyAdapter(list[JobRun])

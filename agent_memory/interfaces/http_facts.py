@@ -30,6 +30,12 @@ class FactBody(BaseModel):
     namespace: str = "default"
 
 
+class ObserveBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    turn_ids: list[str] = Field(max_length=1000)
+
+
 def _fact(fact: Fact) -> dict[str, Any]:
     return cast(dict[str, Any], jsonable_encoder(asdict(fact)))
 
@@ -61,6 +67,12 @@ def fact_routes(manager: MemoryManager) -> APIRouter:
         """The facts true at `as_of` as the store knew them at `known_at` (both default to now)."""
         found = await manager.facts(subject, as_of=as_of, known_at=known_at, namespace=namespace)
         return [_fact(f) for f in found]
+
+    @v1.post("/facts/observe", responses=errors(400, 404, 422))
+    async def observe(body: ObserveBody) -> list[dict[str, Any]]:
+        """The policy step on the facts these stored turns state (a turn already through it: its decisions)."""
+        decisions = await manager.observe_facts(body.turn_ids)
+        return [cast(dict[str, Any], jsonable_encoder(asdict(d))) for d in decisions]
 
     @v1.get("/facts/history", responses=errors(400, 422))
     async def history(subject: str, attribute: str, namespace: str = "default") -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
-from agent_memory.models import Fact
+from agent_memory.models import Fact, FactDecision
 from agent_memory.storage.rows import dt, ts
 
 FACT_COLUMNS = (
@@ -30,22 +30,6 @@ class Observed:
     fact_id: str
     source: str | None
     confidence: float
-
-
-@dataclass(frozen=True, slots=True)
-class FactDecision:
-    """What the policy step did with one candidate fact, and why."""
-
-    namespace: str
-    turn_id: str | None
-    subject: str
-    attribute: str
-    value: str
-    action: str  # STORE, MERGE, SUPERSEDE or REJECT
-    reason: str
-    rule: str
-    fact_id: str | None
-    decided_at: datetime
 
 
 @dataclass(slots=True)

@@ -1,0 +1,109 @@
+"""The steps of a turn that the runtime and the memory proxy share, over whatever holds the memory.
+
+`MemoryBackend` is what they ask of it: a `MemoryManager` in this process, or a `DaemonClient` of the daemon that
+owns the store (the proxy's case: a face never opens the engines). Three calls, no more:
+
+- `context`, which retrieves and packs the facts block first, then the memories, within a token budget. It records
+  one access for each memory it packs and for no other candidate (retrieve() records all k), and everything it
+  packs is sent: the runtime pins the block in the window, which never evicts a pinned item, and the proxy puts
+  it in the request. So the accesses recorded are exactly those of the memories the model was shown.
+- `process_turns`, which logs the user's turn and the answer (one batch) and takes the save decision on each.
+- `observe_facts`, the policy step (STORE / MERGE / SUPERSEDE / REJECT, facts.py) on the facts those two turns
+  state, run once the answer is in: never after a failed generation, and a failure there costs a warning only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent_memory.models import Context, FactDecision, TurnInput
+
+
+class Processed(Protocol):
+    """A processed turn: a TurnResult from the manager, a TurnReceipt from the daemon."""
+
+    @property
+    def turn_id(self) -> str: ...
+
+    @property
+    def saved(self) -> bool: ...
+
+    @property
+    def memory_id(self) -> str | None: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+class MemoryBackend(Protocol):
+    async def context(self, query: str, *, budget_tokens: int = 2048, namespace: str = "default") -> Context: ...
+
+    async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]: ...
+
+    async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One decision the turn took: `kind` "save" (whether a turn became a memory) or "fact" (the policy step)."""
+
+    kind: str
+    action: str
+    subject: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.action} {self.subject}: {self.detail}"
+
+
+class TurnNumbers:
+    """Each session's next turn number. A session's first turn in this process starts at the clock in microseconds
+    (2**53 is centuries away), then the numbers run on: a runtime restarted on a session it wrote before continues
+    after its turns, so no number is taken twice and the session's turns stay in order."""
+
+    def __init__(self) -> None:
+        self._next: dict[tuple[str, str], int] = {}
+
+    def take(self, namespace: str, session_id: str, count: int) -> list[int]:
+        key = (namespace, session_id)
+        first = max(self._next.get(key, 0), time.time_ns() // 1000)
+        self._next[key] = first + count
+        return list(range(first, first + count))
+
+
+async def record_exchange(
+    memory: MemoryBackend,
+    numbers: TurnNumbers,
+    *,
+    namespace: str,
+    session_id: str,
+    user: str,
+    answer: str,
+) -> list[Processed]:
+    """The user's turn and the answer, logged together (one batch: both or neither)."""
+    first, second = numbers.take(namespace, session_id, 2)
+    turns = [
+        TurnInput(session_id, first, user, role="user", namespace=namespace),
+        TurnInput(session_id, second, answer, role="assistant", namespace=namespace),
+    ]
+    return list(await memory.process_turns(turns))
+
+
+def save_decisions(processed: Sequence[Processed]) -> list[Decision]:
+    roles = ("user", "assistant")
+    return [
+        Decision("save", "KEEP" if p.saved else "SKIP", f"{role} turn {p.turn_id}", p.reason)
+        for role, p in zip(roles, processed, strict=False)
+    ]
+
+
+def fact_decisions(decisions: Sequence[FactDecision]) -> list[Decision]:
+    return [Decision("fact", d.action, f"{d.subject} | {d.attribute} = {d.value}", d.reason) for d in decisions]
+
+
+def context_ids(context: Context) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The memories and the facts a context holds, in the order it shows them."""
+    return tuple(i.memory.memory_id for i in context.items), tuple(f.fact.fact_id for f in context.facts)

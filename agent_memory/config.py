@@ -53,16 +53,23 @@ class EmbeddingConfig(_Section):
     previous_weight: float = Field(default=1.0, ge=0.0)
     """The weight of the turn before in that sum (LoCoMo dev, judged store: 1.0 gives evidence recall 0.859, MRR
     0.432; 0.6 gives 0.858, MRR 0.445)."""
-    context_vectors: bool = True
+    context_vectors: bool = False
     """Give each turn memory a second vector, of the turn before, its words and the turn after embedded together,
     computed off the write path once the next turn is logged (context_vectors.py); the semantic layer searches them
-    too (`retrieval.context_search`)."""
+    too (`retrieval.context_search`). Off by default: on LoCoMo dev they raised recall at 2,048 tokens in every fold
+    (+0.0064 [-0.002, +0.017]) but not on LongMemEval dev (+0.0000, MRR -0.005), so under the folds rule they do
+    not pay (docs/benchmarks.md, "Ablations by folds")."""
+    context_max_chars: int = Field(default=600, ge=0)
+    """Only a turn memory up to this long gets a context vector, as only a short turn is embedded with the one before
+    it (`with_previous_max_chars`) and lifted by its session (`retrieval.locality_max_chars`): a long turn carries
+    its own meaning, and its neighbours would only dilute it. 0 gives every turn memory one."""
     context_turn_words: int = Field(default=120, ge=1)
     """The memory's words a context vector embeds, at most (the rest of a long turn is in its own vector)."""
     context_neighbour_words: int = Field(default=40, ge=0)
     """Words of each neighbouring turn a context vector embeds: the end of the turn before, the start of the next."""
-    context_batch: int = Field(default=32, ge=1)
-    """Context vectors computed per batch; the background task yields to writers between batches."""
+    context_batch: int = Field(default=8, ge=1)
+    """Context vectors the background task computes at a time. Small, because a question's embedding waits on the
+    same model thread: 8 short turns keep that wait near one encoder pass. catch_up() takes 128 at a time."""
     context_delay: timedelta = timedelta(seconds=2)
     """How long no write must have been committed before the background task computes a batch."""
 

@@ -13,7 +13,8 @@ It runs off the write path: a background task that works only while no one write
 caller that wants every vector now (the benchmark after an ingest, the `context` sleep job). Neighbours are turns
 of the log, kept as memories or not, read back from the journal; a memory is computed again when its basis (its
 revision and its neighbours' turn ids) changes: a next turn arrived, the memory was updated, a neighbour was
-erased. A session's last turn gets a vector from the turn before alone, and another once a next turn comes.
+erased. A session's last turn gets a vector from the turn before alone, and another once a next turn comes. Only
+a turn memory up to `embedding.context_max_chars` (600) gets one: a long turn carries its own meaning.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from agent_memory.storage.context_records import ContextWork
 from agent_memory.storage.records import SqliteRecords
 
 log = logging.getLogger(__name__)
+CATCH_UP_BATCH = 128  # context vectors per transaction when a caller asks for all of them at once
 
 
 def context_text(
@@ -88,14 +90,18 @@ class ContextVectors:
             self._task = None
 
     async def catch_up(self) -> dict[str, int]:
-        """Compute every missing or out-of-date context vector now, in batches; returns how many were computed and
-        how many memories were looked at. Does nothing when context vectors are off."""
+        """Compute every missing or out-of-date context vector now, in batches (and drop those of memories now over
+        `context_max_chars`); returns how many were computed and how many were due. Does nothing when context
+        vectors are off."""
         if not self.enabled:
             return {"computed": 0, "wanted": 0}
-        wanted = await self._records.context_wanted()
-        computed = 0
-        for start in range(0, len(wanted), self._config.context_batch):
-            computed += await self._batch(wanted[start : start + self._config.context_batch])
+        dropped = await self._records.drop_long_context(self._config.context_max_chars, now=self._clock())
+        if dropped:
+            self._notify()
+        wanted = await self._records.context_wanted(self._config.context_max_chars)
+        computed, size = 0, max(self._config.context_batch, CATCH_UP_BATCH)
+        for start in range(0, len(wanted), size):
+            computed += await self._batch(wanted[start : start + size])
         return {"computed": computed, "wanted": len(wanted)}
 
     async def _run(self) -> None:
@@ -109,7 +115,9 @@ class ContextVectors:
             if self._records.commits != seen or seen == settled:  # someone is writing, or nothing new since
                 continue
             try:
-                wanted = await self._records.context_wanted()
+                if await self._records.drop_long_context(self._config.context_max_chars, now=self._clock()):
+                    self._notify()
+                wanted = await self._records.context_wanted(self._config.context_max_chars)
                 if not wanted:
                     settled = seen
                     continue

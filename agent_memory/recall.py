@@ -456,8 +456,8 @@ async def _pairs(search: Awaitable[list[VectorHit]]) -> Hits:
 def _closest(own: Hits, around: Hits, limit: int) -> Hits:
     """The semantic layer with context vectors: each memory at the better of its own vector's cosine and its
     context vector's (retrieval.context_search). As a layer of their own in fusion the context vectors cost LoCoMo
-    dev recall (a turn's neighbours took a second vote and the budget); as the better of two ways to match, they
-    pay (docs/benchmarks.md, "Context vectors")."""
+    dev recall (a turn's neighbours took a second vote and the budget); as the better of two ways to match they
+    raised it, and left LongMemEval's unchanged (docs/benchmarks.md, "Ablations by folds")."""
     best = dict(own)
     for memory_id, score in around:
         if score > best.get(memory_id, -2.0):

@@ -6,10 +6,12 @@ Real SQLite, Qdrant Edge and MiniLM; the context collection is read back through
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from agent_memory import MemoryManager
 from agent_memory.config import Config
@@ -20,6 +22,20 @@ from agent_memory.sleep.jobs import run_job
 from agent_memory.storage.outbox import CONTEXT
 
 AT = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def config(config: Config) -> Config:
+    """Context vectors are off by default (they did not pay on LongMemEval dev); these tests turn them on."""
+    return config.model_copy(update={"embedding": config.embedding.model_copy(update={"context_vectors": True})})
+
+
+@pytest.fixture
+async def manager(config: Config, embedder: Embedder) -> AsyncIterator[MemoryManager]:
+    async with MemoryManager.open(config, embedder=embedder) as m:
+        yield m
+
+
 TALK = [
     "What did you end up naming the puppy?",
     "We went with Biscuit, after the colour of his fur.",
@@ -165,3 +181,15 @@ async def test_the_neighbours_job_and_switching_them_off(config: Config, embedde
         await manager.process_turns(turns("s1", TALK))
         assert await manager.context_vectors.catch_up() == {"computed": 0, "wanted": 0}
         assert await context_points(manager) == set()
+
+
+async def test_a_long_turn_gets_none_and_one_lengthened_by_an_update_loses_its_own(manager: MemoryManager) -> None:
+    limit = manager.config.embedding.context_max_chars
+    long_text = "A long turn about the harbour. " * (limit // 20)
+    receipts = await manager.process_turns(turns("s1", [TALK[0], long_text, TALK[2]]))
+    await manager.context_vectors.catch_up()
+    assert await context_points(manager) == {receipts[0].memory_id, receipts[2].memory_id}
+    short = await manager.get(receipts[0].memory_id)
+    await manager.update(short.memory_id, long_text + " And the puppy.", expected_revision=short.revision)
+    await manager.context_vectors.catch_up()
+    assert await context_points(manager) == {receipts[2].memory_id}

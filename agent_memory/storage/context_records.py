@@ -31,6 +31,7 @@ LEFT JOIN context_vectors AS c ON c.memory_id = m.memory_id
 WHERE m.generation = 0 AND m.media = 'text' AND m.status = 'active' AND m.embedding IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM notes AS n WHERE n.memory_id = m.memory_id)
   AND (a.previous_id IS NOT NULL OR a.next_id IS NOT NULL)
+  AND (:max_chars = 0 OR length(m.content) <= :max_chars)
   AND (c.basis IS NULL OR c.basis != m.revision || '|' || coalesce(a.previous_id, '') || '|' || coalesce(a.next_id, ''))
 ORDER BY m.rowid
 """
@@ -54,10 +55,11 @@ class ContextQueries:
 
         def transaction(self, *, projected: bool = True) -> AbstractAsyncContextManager[Any]: ...
 
-    async def context_wanted(self) -> list[tuple[str, str, str | None, str | None]]:
-        """(memory id, basis, previous turn id, next turn id) of every memory whose context vector is missing or
-        was computed from other neighbours or another revision, oldest first. One pass over the turns."""
-        return [(str(r[0]), str(r[1]), r[2], r[3]) for r in await self._fetch(_WANTED)]
+    async def context_wanted(self, max_chars: int = 0) -> list[tuple[str, str, str | None, str | None]]:
+        """(memory id, basis, previous turn id, next turn id) of every memory up to `max_chars` long (0: any) whose
+        context vector is missing or was computed from other neighbours or another revision, oldest first. One
+        pass over the turns."""
+        return [(str(r[0]), str(r[1]), r[2], r[3]) for r in await self._fetch(_WANTED, {"max_chars": max_chars})]
 
     async def context_work(self, wanted: Sequence[tuple[str, str, str | None, str | None]]) -> list[ContextWork]:
         """The content of each wanted memory and the log positions of its neighbouring turns."""
@@ -112,6 +114,31 @@ class ContextQueries:
                     )
         return stored
 
+    async def drop_long_context(self, max_chars: int, *, now: datetime) -> int:
+        """Delete the context vectors of memories now longer than `max_chars` (an update lengthened them, or the
+        setting was lowered) and queue their points' removal; returns how many."""
+        if max_chars <= 0:
+            return 0
+        rows = await self._fetch(
+            "SELECT c.memory_id FROM context_vectors AS c JOIN memories AS m USING (memory_id) "
+            "WHERE length(m.content) > ?",
+            (max_chars,),
+        )
+        ids = [str(r[0]) for r in rows]
+        if not ids:
+            return 0
+        async with self.transaction() as db:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                await db.execute(
+                    f"DELETE FROM context_vectors WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk
+                )
+            await db.executemany(
+                "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'vectors')",
+                [(memory_id, ts(now)) for memory_id in ids],
+            )
+        return len(ids)
+
     async def stored_context_vectors(self, memories: Mapping[str, Memory]) -> dict[str, tuple[bytes, Memory]]:
         """The context vector of each of `memories` that has one, with the memory (for its payload)."""
         found: dict[str, tuple[bytes, Memory]] = {}
@@ -129,7 +156,7 @@ class ContextQueries:
         """The memories with a context vector: what the context collection must hold."""
         return {str(r[0]) for r in await self._fetch("SELECT memory_id FROM context_vectors")}
 
-    async def context_counts(self) -> tuple[int, int]:
+    async def context_counts(self, max_chars: int = 0) -> tuple[int, int]:
         """(memories with a context vector, memories waiting for one)."""
         have = await self._fetch("SELECT count(*) FROM context_vectors")
-        return int(have[0][0]), len(await self.context_wanted())
+        return int(have[0][0]), len(await self.context_wanted(max_chars))

@@ -29,7 +29,10 @@ from __future__ import annotations
 
 
 class AgentMemoryError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose. `code` is the stable code the daemon answers it
+    with (docs/daemon.md), set on an error a DaemonClient raised from the daemon's answer; empty otherwise."""
+
+    code: str = ""
 
 
 class ConfigError(AgentMemoryError):
@@ -63,11 +66,14 @@ class InvalidIdentifier(InvalidInput):
 
 
 class DuplicateTurn(InvalidInput):
+    code = "duplicate_turn"
+
     def __init__(self, namespace: str, session_id: str, turn_number: int) -> None:
         super().__init__(
             f"Turn {turn_number} of session {session_id!r} in namespace {namespace!r} "
             "was already processed; nothing was written"
         )
+        self.namespace, self.session_id, self.turn_number = namespace, session_id, turn_number
 
 
 class MemoryNotCurrent(InvalidInput):

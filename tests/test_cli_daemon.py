@@ -23,7 +23,14 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.errors import AgentMemoryError, DaemonError, DaemonUnreachable, InvalidInput, NotFound
+from agent_memory.errors import (
+    AgentMemoryError,
+    DaemonError,
+    DaemonUnreachable,
+    DuplicateTurn,
+    InvalidInput,
+    NotFound,
+)
 from agent_memory.interfaces.cli import main
 from agent_memory.interfaces.client import DaemonClient, find_daemon
 from agent_memory.interfaces.discovery import daemon_file, publish, serving_url
@@ -226,6 +233,18 @@ def _closed_port() -> int:
             InvalidInput,
             "^Turn 1",
         ),
+        (
+            409,
+            {
+                "error": {
+                    "code": "duplicate_turn",
+                    "message": "Turn 1 of session 's' in namespace 'n' was already processed",
+                    "details": {"namespace": "n", "session_id": "s", "turn_number": 1},
+                }
+            },
+            DuplicateTurn,
+            "^Turn 1 of session 's'",
+        ),
         (404, {"error": {"code": "not_found", "message": "No memory with id 'x'"}}, NotFound, "^No memory"),
         (401, {"error": {"code": "unauthorized", "message": "A valid bearer token"}}, DaemonError, "http://d.test"),
         (502, "<html>Bad Gateway</html>", DaemonError, "HTTP 502 with no JSON error"),
@@ -244,6 +263,8 @@ async def test_error_answers_map_to_typed_errors(
         with pytest.raises(error, match=message) as raised:
             await client.retrieve("anything")
     assert type(raised.value) is error
+    if "error" in body if isinstance(body, dict) else False:
+        assert raised.value.code == body["error"]["code"]  # callers branch on the code, not on the words
 
 
 async def test_paths_and_times_are_sent_as_the_daemon_needs_them(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ async def client(manager: MemoryManager) -> AsyncIterator[httpx.AsyncClient]:
 
 def error_code(response: httpx.Response) -> str:
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert set(body) == {"error"} and set(body["error"]) - {"details"} == {"code", "message"}, body
     assert body["error"]["message"]
     code: str = body["error"]["code"]
     return code
@@ -149,6 +149,8 @@ async def test_a_duplicate_turn_is_a_conflict(client: httpx.AsyncClient) -> None
     assert (await client.post("/v1/turns", json=TURN)).status_code == 200
     response = await client.post("/v1/turns", json={**TURN, "content": "something else"})
     assert response.status_code == 409 and error_code(response) == "duplicate_turn"
+    details = response.json()["error"]["details"]
+    assert details == {"namespace": "default", "session_id": TURN["session_id"], "turn_number": TURN["turn_number"]}
 
 
 async def test_content_over_the_limit_is_rejected(client: httpx.AsyncClient, config: Config) -> None:

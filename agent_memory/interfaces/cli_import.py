@@ -24,9 +24,6 @@ from agent_memory.markdown_sections import (
     read_pieces,
 )
 
-DUPLICATE_WORDS = "was already processed"
-"""How the daemon's duplicate_turn error reads (errors.DuplicateTurn): the client raises it as an InvalidInput."""
-
 
 @dataclass(frozen=True, slots=True)
 class FilePlan:
@@ -92,7 +89,7 @@ async def _write(config: Config, args: argparse.Namespace, plans: list[FilePlan]
                         turn_number=number,
                     )
                 except InvalidInput as exc:
-                    if isinstance(exc, DuplicateTurn) or DUPLICATE_WORDS in str(exc):
+                    if isinstance(exc, DuplicateTurn) or exc.code == "duplicate_turn":
                         there += 1
                         continue
                     raise _named(exc, plan, piece, written) from None

@@ -27,15 +27,18 @@ from itertools import islice
 from typing import Any, TextIO
 
 from agent_memory.config import Config
-from agent_memory.errors import AgentMemoryError, InvalidInput
+from agent_memory.errors import AgentMemoryError, DuplicateTurn, InvalidInput
 from agent_memory.interfaces.routing import LocalStore, Processed, Store, open_store
 from agent_memory.models import TurnInput, utc_now
 from agent_memory.validation import check_turn
 
 PROGRESS_EVERY = 10.0
 """Seconds between two progress lines when stderr is not a terminal."""
-ALREADY = "was already processed"
-"""The words of a duplicate turn's error, from the manager or the daemon (errors.DuplicateTurn)."""
+
+
+def _duplicate(exc: InvalidInput) -> bool:
+    """A turn the store already holds: DuplicateTurn from the manager, or from the daemon (its code)."""
+    return isinstance(exc, DuplicateTurn) or exc.code == "duplicate_turn"
 
 
 @dataclass
@@ -92,7 +95,7 @@ async def _ingest_batch(store: Store, batch: list[TurnInput], tally: Tally, *, r
     try:
         results = await store.process_turns(batch)
     except InvalidInput as exc:
-        if not resume or ALREADY not in str(exc):
+        if not resume or not _duplicate(exc):
             raise
         await _one_at_a_time(store, batch, tally)
         return
@@ -105,7 +108,7 @@ async def _one_at_a_time(store: Store, batch: Sequence[TurnInput], tally: Tally)
         try:
             results = await store.process_turns([turn])
         except InvalidInput as exc:
-            if ALREADY not in str(exc):
+            if not _duplicate(exc):
                 raise
             tally.skipped += 1
             continue

@@ -31,6 +31,7 @@ from agent_memory.errors import (
     ConfigError,
     DaemonError,
     DaemonUnreachable,
+    DuplicateTurn,
     ImageMemoryUnavailable,
     InvalidEncoding,
     InvalidInput,
@@ -332,12 +333,17 @@ class DaemonClient:
         except (ValueError, KeyError, TypeError):
             return self._unexpected(response)
         details = error.get("details") or {}
+        raised: AgentMemoryError
         if code == "revision_conflict" and {"memory_id", "expected", "current"} <= set(details):
-            return RevisionConflict(str(details["memory_id"]), int(details["expected"]), int(details["current"]))
-        cls = ERROR_CLASSES.get(code)
-        if cls is None:
+            raised = RevisionConflict(str(details["memory_id"]), int(details["expected"]), int(details["current"]))
+        elif code == "duplicate_turn" and {"namespace", "session_id", "turn_number"} <= set(details):
+            raised = DuplicateTurn(str(details["namespace"]), str(details["session_id"]), int(details["turn_number"]))
+        elif (cls := ERROR_CLASSES.get(code)) is None:
             return DaemonError(f"The daemon at {self.url} answered {code}: {message}", url=self.url, code=code)
-        return cls(message)
+        else:
+            raised = cls(message)
+        raised.code = code  # what the caller branches on, never the message's words
+        return raised
 
     def _unexpected(self, response: httpx.Response) -> DaemonError:
         start = response.text[:200]

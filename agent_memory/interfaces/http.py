@@ -101,11 +101,11 @@ def error_response(exc: Exception) -> JSONResponse:
     if code == "internal_error":
         log.error("internal error answering a request", exc_info=exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    details = (
-        {"memory_id": exc.memory_id, "expected": exc.expected, "current": exc.current}
-        if isinstance(exc, RevisionConflict)
-        else None
-    )
+    details: dict[str, Any] | None = None
+    if isinstance(exc, RevisionConflict):
+        details = {"memory_id": exc.memory_id, "expected": exc.expected, "current": exc.current}
+    elif isinstance(exc, DuplicateTurn):
+        details = {"namespace": exc.namespace, "session_id": exc.session_id, "turn_number": exc.turn_number}
     body = error_body(code, str(exc) or type(exc).__name__, details)
     return JSONResponse(body, status_code=status, headers=headers)
 

@@ -32,7 +32,7 @@ UNAUTHORIZED = "A valid bearer token is required (Authorization: Bearer <data_di
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     """The one error shape; `details` only where an error has fields a client acts on (a revision conflict's two
-    revisions). A lone surrogate in the message (a client's value quoted back) is escaped: the body is UTF-8 and
+    revisions, a duplicate turn's key). A lone surrogate in the message (a client's value quoted back) is escaped: the body is UTF-8 and
     could not hold it."""
     shown = message.encode("utf-8", "backslashreplace").decode("utf-8")
     error: dict[str, Any] = {"code": code, "message": shown}
@@ -43,7 +43,8 @@ class ErrorDetail(BaseModel):
     code: str
     message: str
     details: dict[str, Any] | None = None
-    """Only on some errors: revision_conflict has {memory_id, expected, current}."""
+    """Only on some errors: revision_conflict has {memory_id, expected, current}, duplicate_turn {namespace,
+    session_id, turn_number}."""
 
 
 class ErrorBody(BaseModel):

@@ -69,7 +69,7 @@ from agent_memory.validation import (
     check_turn,
     turn_from_mapping,
 )
-from agent_memory.write_path import WritePath
+from agent_memory.write_path import PreparedVectors, WritePath
 
 log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]
@@ -111,6 +111,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
         self._last_vector = TurnVectors()
         self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
+        self._prepared = PreparedVectors()  # texts embedded ahead of their turn (prepare_turns)
         self.long_turns = LongTurns(
             max_bytes=config.max_content_bytes,
             chunk_tokens=config.chunk_tokens,
@@ -490,6 +491,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         self._last_vector.clear()
         self._recent.clear()
         self._last_turn.clear()
+        self._prepared.clear()
 
     async def erase_plan(
         self,
@@ -546,6 +548,18 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         """Every value of (subject, attribute) with the interval it was true in."""
         self._check_open()
         return await self._facts.history(subject, attribute, namespace=namespace)
+
+    async def prepare_turns(self, texts: Sequence[str]) -> None:
+        """Embed texts that are about to be sent as turns, so their `process_turns` finds the vectors ready: the
+        runtime calls it with the user's message while the model answers, when the model thread is idle. A text
+        prepared and never sent is dropped after 64 newer ones. Changes nothing in the store."""
+        self._check_open()
+        wanted = [
+            t for t in dict.fromkeys(texts) if t.strip() and t not in self._prepared and not self.long_turns.is_long(t)
+        ]
+        if wanted:
+            for text, vector in zip(wanted, await self.embedder.embed(wanted), strict=True):
+                self._prepared.put(text, vector)
 
     async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]:
         """The policy step (STORE / MERGE / SUPERSEDE / REJECT, facts.py) on the facts these stored turns state, for

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -99,12 +100,25 @@ class WritePath:
     journal: JsonlJournal
     image_embedder: ClipEmbedder | None
     long_turns: LongTurns
+    _prepared: PreparedVectors
 
     def _start_embedding(self, records: Sequence[LogRecord]) -> asyncio.Task[np.ndarray]:
         """The model's pass over the turns that are not phatic, started at once: the log append, the drafts and the
-        SQLite reads of `_read_ahead` run while it works (the embedding is most of a turn's time)."""
+        SQLite reads of `_read_ahead` run while it works (the embedding is most of a turn's time). A text embedded
+        ahead by `prepare_turns` is taken from there instead of the model."""
         texts = [r.content for r in records if not _phatic(r) and not self.long_turns.is_long(r.content)]
-        return asyncio.ensure_future(self.embedder.embed(texts))
+        return asyncio.ensure_future(self._embed_texts(texts))
+
+    async def _embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        ready = [self._prepared.take(text) for text in texts]
+        known = [vector for vector in ready if vector is not None]
+        if known and len(known) == len(ready):
+            return np.stack(known)
+        fresh = await self.embedder.embed([text for text, vector in zip(texts, ready, strict=True) if vector is None])
+        if not known:
+            return fresh
+        rest = iter(fresh)
+        return np.stack([vector if vector is not None else next(rest) for vector in ready])
 
     async def _commit(
         self,
@@ -533,3 +547,27 @@ def _note_decision(draft: Draft) -> SaveDecision:
         features,
         policy="note",
     )
+
+
+class PreparedVectors:
+    """Texts embedded ahead of their turn (`MemoryManager.prepare_turns`), each taken once by the write path. Kept
+    for the latest `size` texts only: a text prepared and never sent costs a little memory, and is dropped."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._vectors
+
+    def put(self, text: str, vector: np.ndarray) -> None:
+        self._vectors[text] = vector
+        self._vectors.move_to_end(text)
+        while len(self._vectors) > self._size:
+            self._vectors.popitem(last=False)
+
+    def take(self, text: str) -> np.ndarray | None:
+        return self._vectors.pop(text, None)
+
+    def clear(self) -> None:
+        self._vectors.clear()

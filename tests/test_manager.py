@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import numpy as np
 import pytest
 
 from agent_memory import (
@@ -250,3 +253,35 @@ async def test_reopen_keeps_everything(config: Config, embedder: Embedder) -> No
         assert (await manager.doctor()).consistent
     assert before["records"]["memories"] == after["records"]["memories"]
     assert before["graph"] == after["graph"] and before["vectors"] == after["vectors"]
+
+
+class CountingEmbedder:
+    """The real embedder, passed through, counting the texts it is asked to embed (a wrapper, not a stand-in)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.texts = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        self.texts += len(texts)
+        return await self.inner.embed(texts)
+
+
+async def test_a_text_prepared_ahead_is_stored_with_the_same_vector_and_not_embedded_again(
+    config: Config, embedder: Embedder
+) -> None:
+    counting = CountingEmbedder(embedder)
+    text = "I booked the ferry to Tangier for the ninth of June."
+    async with MemoryManager.open(config, embedder=counting) as manager:  # type: ignore[arg-type]
+        await manager.prepare_turns([text, text, ""])
+        assert counting.texts == 1  # once, and nothing for an empty text
+        before = counting.texts
+        stored = await manager.process_turn("s1", 1, text)
+        assert counting.texts == before  # taken from what was prepared
+        again = await manager.process_turn("s1", 2, text + " Again.")
+        assert counting.texts == before + 1
+        blob = await manager.records._fetch("SELECT embedding FROM memories WHERE memory_id = ?", (stored.memory_id,))
+    fresh = (await embedder.embed([text]))[0]
+    assert again.saved and np.allclose(np.frombuffer(bytes(blob[0][0]), dtype="<f4"), fresh, atol=1e-5)

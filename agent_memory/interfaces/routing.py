@@ -129,6 +129,7 @@ class LocalStore:
         self.forget, self.restore = manager.forget, manager.restore
         self.remember_fact, self.facts, self.fact_history = manager.remember_fact, manager.facts, manager.fact_history
         self.observe_facts = manager.observe_facts  # the runtime's facts step (agent-memory chat)
+        self.prepare_turns = manager.prepare_turns  # the runtime embeds the message while the model answers
 
     async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]:
         return await self.manager.process_turns(turns)

@@ -149,8 +149,12 @@ class AgentRuntime:
             window.replace_pinned("memory", context.text)  # as_chat fences it as data
             before = await window.force_fit(incoming_tokens=window.count_tokens(user_message), query=user_message)
             messages = [*window.as_chat(), {"role": "user", "content": user_message}]
-        with steps("generate"):
-            answer = await self.model.complete(messages)  # a failure is raised: nothing below runs
+        prepared = asyncio.create_task(self._prepare(user_message))  # the model thread is idle while the model answers
+        try:
+            with steps("generate"):
+                answer = await self.model.complete(messages)  # a failure is raised: nothing below runs
+        finally:
+            await prepared  # never raises: a text it could not embed is embedded when recorded
         with steps("window"):
             window.append(Message("user", user_message))
             window.append(Message("assistant", answer.content))
@@ -174,6 +178,18 @@ class AgentRuntime:
             steps.taken,
             tuple(warnings),
         )
+
+    async def _prepare(self, user_message: str) -> None:
+        """Embed the user's message for the write path while the model answers (MemoryManager.prepare_turns; a
+        memory without it, the daemon's client, embeds it when it is recorded). Only a speed-up: a failure is
+        logged and the turn goes on."""
+        prepare = getattr(self.memory, "prepare_turns", None)
+        if prepare is None:
+            return
+        try:
+            await prepare([user_message])
+        except Exception:
+            log.debug("the user's message could not be embedded ahead; it is embedded when recorded", exc_info=True)
 
     async def _record(
         self, steps: _Steps, warnings: list[str], session_id: str, namespace: str, user: str, answer: ChatAnswer

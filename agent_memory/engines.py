@@ -47,6 +47,7 @@ def make_embedder(config: Config) -> Embedder:
         batch_size=settings.batch_size,
         threads=settings.threads,
         query_precision=settings.query_precision,
+        document_precision=settings.document_precision,
     )
 
 

@@ -86,13 +86,22 @@ async def test_the_int8_model_is_made_once_and_float32_questions_use_the_stored_
     stamp = quantized.stat().st_mtime_ns
     second = OnnxMiniLmEmbedder(cache_dir=tmp_path)
     exact = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32")
+    fast = OnnxMiniLmEmbedder(cache_dir=tmp_path, document_precision="int8")
     try:
         await second.load()
         assert quantized.stat().st_mtime_ns == stamp and not list(tmp_path.glob("*.partial"))
         assert np.array_equal(await first.embed_query("same"), await second.embed_query("same"))
         assert np.allclose(await exact.embed_query(QUESTIONS[0]), (await exact.embed([QUESTIONS[0]]))[0], atol=1e-6)
+        # documents through the int8 model too (embedding.document_precision), and the vectors say so
+        stored, quick = await exact.embed(QUESTIONS), await fast.embed(QUESTIONS)
+        cosines = (stored * quick).sum(axis=1)
+        assert float(cosines.min()) > 0.97 and float(cosines.max()) < 0.99999  # close, and not the same model
+        alone = (await fast.embed([QUESTIONS[0]]))[0]
+        assert np.allclose(alone, await fast.embed_query(QUESTIONS[0]), atol=1e-6)  # the query model itself
+        assert float(alone @ quick[0]) > 0.99  # activations are quantized per batch: batch-mates move it a little
+        assert (exact.name, fast.name) == ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8")
     finally:
-        for embedder in (first, second, exact):
+        for embedder in (first, second, exact, fast):
             await embedder.aclose()
 
 

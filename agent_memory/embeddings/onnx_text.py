@@ -58,6 +58,7 @@ class OnnxMiniLmEmbedder:
         batch_size: int = 8,
         threads: int = 0,
         query_precision: QueryPrecision = "int8",
+        document_precision: QueryPrecision = "float32",
     ) -> None:
         self.model_path = Path(model_path or default_model_path())
         self.name = "all-MiniLM-L6-v2"
@@ -65,6 +66,9 @@ class OnnxMiniLmEmbedder:
         self.batch_size = batch_size
         self.threads = threads or os.cpu_count() or 1
         self.query_precision = query_precision
+        self.document_precision = document_precision
+        if document_precision == "int8":
+            self.name = "all-MiniLM-L6-v2-int8"  # stored beside each vector: a store says which model made it
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="embedder")
         self._session: Any = None
         self._query_session: Any = None  # the int8 model, or the float32 one (the same session) when it is asked for
@@ -91,10 +95,12 @@ class OnnxMiniLmEmbedder:
             raise
         except Exception as exc:
             raise ModelError(f"Cannot load the ONNX text embedder from {self.model_path}: {exc}") from exc
-        query_session = session
-        if self.query_precision == "int8":
-            query_session = _int8_session(onnx_path, session, tokenizer) or session
-        self._session, self._query_session, self._tokenizer = session, query_session, tokenizer
+        query_session = document_session = session
+        if "int8" in (self.query_precision, self.document_precision):
+            int8 = _int8_session(onnx_path, session, tokenizer) or session
+            query_session = int8 if self.query_precision == "int8" else session
+            document_session = int8 if self.document_precision == "int8" else session
+        self._session, self._query_session, self._tokenizer = document_session, query_session, tokenizer
 
     def _exported(self) -> Path:
         weights = self.model_path / "model.safetensors"

@@ -38,7 +38,7 @@ class EmbeddingConfig(_Section):
     query_precision: Literal["int8", "float32"] = "int8"
     """The model a question is embedded with (onnx backend): 'int8', a copy of the weights quantized per channel,
     made once and cached (a third of the CPU per question, cosine 0.995 to float32 on LoCoMo questions), or
-    'float32', the model that embeds what is stored. Stored vectors are always float32."""
+    'float32', the model that embeds what is stored (float32 unless `document_precision` says int8)."""
     document_precision: Literal["int8", "float32"] = "float32"
     """The model what is stored is embedded with (onnx backend): 'float32', or 'int8', the query model's quantized
     weights on one thread, which embeds LoCoMo turns 1.8x as fast here (359 against 197 a second; LongMemEval's

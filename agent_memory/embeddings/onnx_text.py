@@ -45,8 +45,8 @@ class OnnxMiniLmEmbedder:
     """Sorted-by-length batches through ONNX Runtime, mean pooling, L2 normalisation; one worker thread.
 
     Questions (embed_query) go through an int8 copy of the model by default: its weights quantized per output
-    channel, made once from the export and cached beside it, on one thread. What is stored is always embedded in
-    float32, so the query model can change without re-embedding anything."""
+    channel, made once from the export and cached beside it, on one thread. What is stored is embedded in float32
+    (unless `document_precision` is int8), so the query model can change without re-embedding anything."""
 
     dimension = 384
 

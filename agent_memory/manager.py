@@ -65,6 +65,7 @@ from agent_memory.storage.outbox import IMAGE, TEXT, Projector
 from agent_memory.storage.private import make_private_dirs, make_private_tree
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.validation import (
+    check_content,
     check_emotion,
     check_turn,
     turn_from_mapping,
@@ -551,11 +552,15 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
 
     async def prepare_turns(self, texts: Sequence[str]) -> None:
         """Embed texts that are about to be sent as turns, so their `process_turns` finds the vectors ready: the
-        runtime calls it with the user's message while the model answers, when the model thread is idle. A text
-        prepared and never sent is dropped after 64 newer ones. Changes nothing in the store."""
+        runtime and the proxy call it with the user's message while the model answers, when the model thread is
+        idle. A text prepared and never sent is dropped after 64 newer ones. Changes nothing in the store; a text
+        that no turn could hold (not UTF-8, over max_turn_bytes) is refused as a turn would be."""
         self._check_open()
+        checked = [check_content(t, max_bytes=self.config.max_turn_bytes, limit_name="max_turn_bytes") for t in texts]
         wanted = [
-            t for t in dict.fromkeys(texts) if t.strip() and t not in self._prepared and not self.long_turns.is_long(t)
+            t
+            for t in dict.fromkeys(checked)
+            if t.strip() and t not in self._prepared and not self.long_turns.is_long(t)
         ]
         if wanted:
             for text, vector in zip(wanted, await self.embedder.embed(wanted), strict=True):

@@ -153,6 +153,18 @@ async def test_a_duplicate_turn_is_a_conflict(client: httpx.AsyncClient) -> None
     assert details == {"namespace": "default", "session_id": TURN["session_id"], "turn_number": TURN["turn_number"]}
 
 
+async def test_texts_prepared_ahead_are_embedded_and_nothing_is_stored(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/turns/prepare", json={"texts": [TURN["content"]]})
+    assert response.status_code == 200 and response.json() == {"texts": 1}
+    assert (await client.get("/v1/stats")).json()["records"]["turns"] == 0  # nothing was written
+    assert (await client.post("/v1/turns", json=TURN)).status_code == 200
+    broken = '{"texts": ["a lone \\ud800 surrogate"]}'
+    response = await client.post("/v1/turns/prepare", content=broken, headers=JSON)
+    assert response.status_code == 400 and error_code(response) == "invalid_encoding"
+    response = await client.post("/v1/turns/prepare", json={"texts": ["x"] * 17})
+    assert response.status_code == 422
+
+
 async def test_content_over_the_limit_is_rejected(client: httpx.AsyncClient, config: Config) -> None:
     response = await client.post("/v1/turns", json={**TURN, "content": "x" * (config.max_turn_bytes + 1)})
     assert response.status_code == 400 and error_code(response) == "content_too_large"

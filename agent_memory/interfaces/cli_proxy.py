@@ -70,6 +70,9 @@ class DaemonMemory:
     async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]:
         return await (await self.connect()).process_turns(turns)
 
+    async def prepare_turns(self, texts: Sequence[str]) -> None:
+        await (await self.connect()).prepare_turns(texts)
+
     async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]:
         return await (await self.connect()).observe_facts(turn_ids)  # once per turn: safe to send again, too
 

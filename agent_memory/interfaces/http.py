@@ -154,6 +154,10 @@ class BulkBody(_Body):
     turns: list[TurnBody]
 
 
+class PrepareBody(_Body):
+    texts: list[str] = Field(max_length=16)
+
+
 class RetrieveBody(_Body):
     query: str
     k: int | None = Field(default=None, ge=1, le=MAX_K)
@@ -302,6 +306,12 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
     @v1.post("/turns/bulk", responses=errors(400, 409, 422))
     async def process_turns(body: BulkBody) -> list[dict[str, Any]]:
         return [turn_json(r) for r in await manager.process_turns([t.to_input() for t in body.turns])]
+
+    @v1.post("/turns/prepare", responses=errors(400, 422))
+    async def prepare_turns(body: PrepareBody) -> dict[str, int]:
+        """Embed texts about to be sent as turns (the proxy, while its upstream answers); nothing is stored."""
+        await manager.prepare_turns(body.texts)
+        return {"texts": len(body.texts)}
 
     @v1.post("/retrieve", responses=errors(400, 422))
     async def retrieve(body: RetrieveBody) -> list[dict[str, Any]]:

@@ -21,12 +21,13 @@ when streaming).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -67,6 +68,9 @@ class ProxyError(Exception):
         return JSONResponse(body, status_code=self.status, headers=headers)
 
 
+Prepared: TypeAlias = "asyncio.Task[None] | None"  # the daemon embedding the user's message while the upstream answers
+
+
 @dataclass(frozen=True, slots=True)
 class Asked:
     """A chat request as the proxy reads it."""
@@ -97,15 +101,18 @@ class MemoryProxy:
                 raise ProxyError(401, UNAUTHORIZED, kind="invalid_request_error", code="invalid_api_key")
             asked = read_request(await request.body(), request.headers, self.namespace)
             messages, headers = await self._with_memory(asked)
+            prepared = asyncio.create_task(self._prepare(asked.query)) if asked.query else None
             if asked.stream:
-                return await self._streamed(asked, messages, headers)
+                return await self._streamed(asked, messages, headers, prepared)
             answer = await self._generate(messages, asked.options)
         except ProxyError as exc:
+            await _settled(locals().get("prepared"))
             return exc.response()
         except Exception as exc:  # the last resort: an error answer, never a traceback page
             log.exception("the proxy failed on a request")
+            await _settled(locals().get("prepared"))
             return ProxyError(500, f"internal error: {type(exc).__name__}: {exc}", kind="server_error").response()
-        warning = await self._record(asked, _content(answer.response))
+        warning = await self._record(asked, _content(answer.response), prepared)
         if warning:
             headers[WARNING_HEADER] = _header_text(warning)
         return JSONResponse(answer.response, headers=headers)
@@ -135,7 +142,9 @@ class MemoryProxy:
         except LLMError as exc:
             raise _upstream_error(exc) from exc
 
-    async def _streamed(self, asked: Asked, messages: list[dict[str, Any]], headers: dict[str, str]) -> Response:
+    async def _streamed(
+        self, asked: Asked, messages: list[dict[str, Any]], headers: dict[str, str], prepared: Prepared
+    ) -> Response:
         chunks = self.upstream.stream(messages, **asked.options)
         try:
             first = await anext(chunks)  # a failure before the answer starts is still an error status
@@ -143,10 +152,11 @@ class MemoryProxy:
             first = None
         except LLMError as exc:
             raise _upstream_error(exc) from exc
-        return StreamingResponse(self._events(asked, first, chunks), media_type="text/event-stream", headers=headers)
+        events = self._events(asked, first, chunks, prepared)
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
     async def _events(
-        self, asked: Asked, first: dict[str, Any] | None, chunks: AsyncIterator[dict[str, Any]]
+        self, asked: Asked, first: dict[str, Any] | None, chunks: AsyncIterator[dict[str, Any]], prepared: Prepared
     ) -> AsyncIterator[bytes]:
         said: list[str] = []
         try:
@@ -159,14 +169,24 @@ class MemoryProxy:
         except LLMError as exc:  # the answer broke off: say so in the stream, record nothing
             error = _upstream_error(exc)
             yield _event({"error": {"message": str(error), "type": error.kind, "param": None, "code": error.code}})
+            await _settled(prepared)
             return
-        warning = await self._record(asked, "".join(said))
+        warning = await self._record(asked, "".join(said), prepared)
         if warning:
             log.warning("%s", warning)
         yield b"data: [DONE]\n\n"
 
-    async def _record(self, asked: Asked, answer: str) -> str | None:
+    async def _prepare(self, query: str) -> None:
+        """Have the daemon embed the user's message for the write path while the upstream answers (its model thread
+        is idle then): the recording that follows finds it ready. Only a speed-up: a failure is logged."""
+        try:
+            await self.memory.prepare_turns([query])
+        except Exception:
+            log.debug("the daemon could not embed the message ahead; it does when the turn is recorded", exc_info=True)
+
+    async def _record(self, asked: Asked, answer: str, prepared: Prepared) -> str | None:
         """Both turns, then the policy step on their facts; what failed, as a warning (the answer stands)."""
+        await _settled(prepared)
         if not asked.query or not answer.strip():
             return None  # a tool round or an answer with no text: nothing a person said
         try:
@@ -207,6 +227,12 @@ def create_proxy_app(proxy: MemoryProxy) -> Starlette:
         Route("/health", health, methods=["GET"]),
     ]
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+
+
+async def _settled(prepared: Prepared) -> None:
+    """Wait for the request's embedding ahead to end (it never raises), so no task outlives its request."""
+    if prepared is not None:
+        await prepared
 
 
 def read_request(body: bytes, headers: Mapping[str, str], default_namespace: str) -> Asked:

@@ -1,13 +1,14 @@
 """The steps of a turn that the runtime and the memory proxy share, over whatever holds the memory.
 
 `MemoryBackend` is what they ask of it: a `MemoryManager` in this process, or a `DaemonClient` of the daemon that
-owns the store (the proxy's case: a face never opens the engines). Three calls, no more:
+owns the store (the proxy's case: a face never opens the engines). Four calls, no more:
 
 - `context`, which retrieves and packs the facts block first, then the memories, within a token budget. It records
   one access for each memory it packs and for no other candidate (retrieve() records all k), and everything it
   packs is sent: the runtime pins the block in the window, which never evicts a pinned item, and the proxy puts
   it in the request. So the accesses recorded are exactly those of the memories the model was shown.
 - `process_turns`, which logs the user's turn and the answer (one batch) and takes the save decision on each.
+- `prepare_turns`, which embeds the user's message for the write path while the model answers (a speed-up only).
 - `observe_facts`, the policy step (STORE / MERGE / SUPERSEDE / REJECT, facts.py) on the facts those two turns
   state, run once the answer is in: never after a failed generation, and a failure there costs a warning only.
 """
@@ -44,6 +45,8 @@ class MemoryBackend(Protocol):
     async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]: ...
 
     async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]: ...
+
+    async def prepare_turns(self, texts: Sequence[str]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -392,6 +392,13 @@ def store_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    kind = argparse.ArgumentParser(add_help=False)
+    kind.add_argument("--text", choices=("synthetic", "real", "both"), default="synthetic")
+    text, argv = kind.parse_known_args(argv)
+    if text.text != "synthetic":  # stores of real conversation turns: latency_real.py, which imports this module
+        from agent_memory.bench import latency_real
+
+        return latency_real.main([f"--text={text.text}", *argv])
     parser = store_arguments(argparse.ArgumentParser(description="retrieval latency per layer and fused"))
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args(argv)

@@ -1,0 +1,117 @@
+"""The real-text latency benchmark, run small on the real engines: its corpus, its cache, its report's structure."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent_memory.bench.latency import MARKER
+from agent_memory.bench.latency import main as bench_retrieve
+from agent_memory.bench.latency_real import (
+    BEGIN,
+    CACHE,
+    END,
+    NAMESPACE,
+    CachingEmbedder,
+    main,
+    real_questions,
+    real_turns,
+)
+from agent_memory.embeddings.text import Embedder
+
+SESSION = [
+    {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Pixel last week."},
+    {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! My sister breeds parrots in Leeds."},
+    {"speaker": "Ana", "dia_id": "D1:3", "text": "My pottery class starts on Thursday evenings, at the studio."},
+    {"speaker": "Ben", "dia_id": "D1:4", "text": "I ran the Brighton half marathon in 1:52 last spring."},
+]
+LOCOMO = [
+    {
+        "sample_id": "tiny-1",
+        "conversation": {"session_1_date_time": "10:00 am on 3 March, 2024", "session_1": SESSION},
+        "qa": [
+            {"question": "What is the name of Ana's cat?", "evidence": ["D1:1"], "category": 4},
+            {"question": "Where does Ben's sister breed parrots?", "evidence": ["D1:2"], "category": 4},
+            {"question": "What was Ben's half marathon time?", "evidence": ["D1:4"], "category": 2},
+        ],
+    }
+]
+HAYSTACK = [
+    {"role": "user", "content": "I am planning a trip to Lisbon in June and want a quiet hotel near the river."},
+    {"role": "assistant", "content": "Alfama and Belem have quiet hotels close to the Tagus; book early for June."},
+]
+LONGMEMEVAL = [
+    {
+        "question_id": question,
+        "haystack_dates": ["2024/03/10 (Sun) 09:00"],
+        "haystack_session_ids": ["shared"],  # the same session name in two haystacks: kept apart in one namespace
+        "haystack_sessions": [HAYSTACK],
+    }
+    for question in ("q1", "q2")
+]
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> tuple[Path, Path]:
+    locomo, longmemeval = tmp_path / "locomo.json", tmp_path / "lme.json"
+    locomo.write_text(json.dumps(LOCOMO), encoding="utf-8")
+    longmemeval.write_text(json.dumps(LONGMEMEVAL), encoding="utf-8")
+    return locomo, longmemeval
+
+
+def test_the_corpus_repeats_the_dev_turns_with_shifted_dates_in_one_namespace(data: tuple[Path, Path]) -> None:
+    turns = real_turns(*data, 19)  # one copy is 4 + 2 + 2 = 8 turns: two copies and three turns of a third
+    assert len(turns) == 19 and {t.namespace for t in turns} == {NAMESPACE}
+    assert len({(t.session_id, t.turn_number) for t in turns}) == 19  # no turn lands on another's place
+    assert [t.content for t in turns[8:16]] == [t.content for t in turns[:8]]
+    assert turns[0].content == "Ana: I adopted a grey cat named Pixel last week." and turns[4].role == "user"
+    assert turns[4].session_id == "r0/q1/shared" and turns[6].session_id == "r0/q2/shared"
+    assert turns[8].session_id == "r1/tiny-1/session_1" and turns[16].session_id == "r2/tiny-1/session_1"
+    first, last = min(t.at for t in turns[:8] if t.at), max(t.at for t in turns[:8] if t.at)
+    assert all(t.at is not None and t.at > last for t in turns[8:])  # the next copy starts after the corpus ends
+    assert turns[8].at is not None and turns[16].at is not None and turns[16].at - turns[8].at == turns[8].at - first
+    assert real_questions(data[0], 2) == ["What is the name of Ana's cat?", "Where does Ben's sister breed parrots?"]
+
+
+async def test_the_cache_embeds_each_distinct_text_once(tmp_path: Path, embedder: Embedder) -> None:
+    cache = CachingEmbedder(embedder, tmp_path / CACHE)
+    await cache.load()
+    texts = ["a red bike", "a quiet hotel", "a red bike"]
+    vectors = await cache.embed(texts)
+    assert cache.embedded == 2 and vectors.shape == (3, embedder.dimension)
+    assert np.allclose(vectors, await embedder.embed(texts), atol=1e-6)
+    assert np.array_equal(vectors[0], vectors[2])
+    assert np.array_equal(await cache.embed(["a quiet hotel"]), vectors[1:2]) and cache.embedded == 2
+    assert (await cache.embed([])).shape == (0, embedder.dimension)
+    cache.save()
+    assert stat.S_IMODE((tmp_path / CACHE).stat().st_mode) == 0o600
+    again = CachingEmbedder(embedder, tmp_path / CACHE)
+    await again.load()
+    assert np.array_equal(await again.embed(texts), vectors) and again.embedded == 0  # read back, not embedded
+    question = await again.embed_query("where is the hotel?")
+    assert np.array_equal(question, await embedder.embed_query("where is the hotel?"))
+
+
+def test_a_small_real_run_builds_once_and_reports_every_layer(
+    data: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    locomo, longmemeval = data
+    keep, docs = tmp_path / "keep", tmp_path / "benchmarks.md"
+    docs.write_text(f"# Benchmarks\n\n## Retrieval latency\n\n{BEGIN}\nold\n{END}\n\nafter\n")
+    argv = [*f"--sizes 24 --queries 3 --keep {keep} --out {docs}".split()]
+    argv += ["--data-locomo", str(locomo), "--data-longmemeval", str(longmemeval)]
+    assert main(argv) == 0
+    build = json.loads((keep / "real-24" / MARKER).read_text())
+    assert build["turns"] == 24 and 0 < build["memories"] <= 24 and build["embedded"] <= 8 + 8  # turns + contexts
+    assert build["index_seconds"] > 0 and len(build["questions"]) == 3
+    report = capsys.readouterr().out
+    assert "| 24 | real |" in report and "keyword" in report and "context" in report
+    text = docs.read_text()
+    assert "old" not in text and text.endswith(f"{END}\n\nafter\n") and "| 24 | real |" in text
+    assert bench_retrieve(["--text", "real", *argv, "--pace", "0,5"]) == 0  # kept: timed again, not rebuilt
+    assert json.loads((keep / "real-24" / MARKER).read_text()) == build
+    assert capsys.readouterr().out.count("| 24 | real |") == 4  # two paces, in both tables

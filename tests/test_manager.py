@@ -275,8 +275,10 @@ async def test_a_text_prepared_ahead_is_stored_with_the_same_vector_and_not_embe
     counting = CountingEmbedder(embedder)
     text = "I booked the ferry to Tangier for the ninth of June."
     async with MemoryManager.open(config, embedder=counting) as manager:  # type: ignore[arg-type]
-        await manager.prepare_turns([text, text, ""])
-        assert counting.texts == 1  # once, and nothing for an empty text
+        await manager.prepare_turns([text, text])
+        assert counting.texts == 1  # once
+        with pytest.raises(EmptyContent):  # a text no turn could hold is refused as the turn would be
+            await manager.prepare_turns([""])
         before = counting.texts
         stored = await manager.process_turn("s1", 1, text)
         assert counting.texts == before  # taken from what was prepared

@@ -28,7 +28,7 @@ from agent_memory.cognition.ranking import (
     seeds_of,
 )
 from agent_memory.cognition.retrieval import query_words
-from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query
+from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query, without_time_phrases
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
@@ -183,7 +183,9 @@ class Recall:
                 query.namespace, query_words(words), limit=limit, common_share=config.keyword_common_share
             )
             jobs.append(_layer(timings, "keyword", search))
-        terms = grep_terms(words) if words else []  # a date the time layer took ("in May 2023") is not a literal
+        # a date ("in May 2023"), the time layer's or another one in the question, is not a literal to find
+        spoken = without_time_phrases(words, now=query.now) if words else words
+        terms = grep_terms(spoken) if spoken else []
         if config.grep_weight > 0 and terms and "grep" not in query.without:
             jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
         if full:

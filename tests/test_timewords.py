@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query
+from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query, without_time_phrases
 
 NOW = datetime(2023, 6, 15, 14, 0, tzinfo=UTC)  # a Thursday
 
@@ -431,3 +431,11 @@ def test_every_window_is_non_empty_aware_utc(query: str, now: datetime) -> None:
 def test_till_date_is_not_an_event() -> None:
     parsed = parse_time_query("How many tournaments has John organized till date?", now=NOW)
     assert parsed.anchor is None and parsed.window is None
+
+
+def test_every_time_phrase_leaves_the_words_grep_searches() -> None:
+    now = datetime(2023, 1, 1, tzinfo=UTC)
+    rest = parse_time_query("What did John achieve recently in September 2022?", now=now, anchors=False).remainder
+    assert "2022" in rest  # the time layer took "recently" only
+    assert without_time_phrases(rest, now=now) == "What did John achieve?"
+    assert without_time_phrases("the TP1334 flight", now=now) == "the TP1334 flight"

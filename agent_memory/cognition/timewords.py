@@ -381,6 +381,21 @@ def _without(query: str, spans: Iterable[tuple[int, int]]) -> str:
     return re.sub(r"\s+(?=[?.!,;:])", "", " ".join(query.split())).strip(" ,;:")
 
 
+def without_time_phrases(text: str, *, now: datetime, most: int = 4) -> str:
+    """`text` without any of its time phrases (up to `most`): grep's words. The time layer takes one phrase as its
+    window; a second one ("recently, in September 2022") is no literal to find in the log either."""
+    spans: list[tuple[int, int]] = []
+    masked = text
+    for _ in range(most):
+        found = _first_window(masked, now.astimezone(UTC))
+        if found is None:
+            break
+        (start, end), _ = found
+        spans.append((start, end))
+        masked = masked[:start] + "\x00" * (end - start) + masked[end:]
+    return _without(text, spans) if spans else text
+
+
 def parse_time_query(query: str, *, now: datetime, anchors: bool = True) -> TimeQuery:
     """The time window and event anchor a query asks for, relative to `now`, and the query without them.
 

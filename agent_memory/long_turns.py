@@ -42,10 +42,9 @@ from agent_memory.models import (
     MemoryType,
     SaveDecision,
     TurnResult,
-    TurnRow,
     fresh_memory,
 )
-from agent_memory.storage.journal import encode_record
+from agent_memory.storage.journal import logged_turn
 from agent_memory.storage.rows import ChunkCommit, ImagePlace, StoredImage, TurnCommit, image_commit
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
@@ -118,16 +117,7 @@ class LongTurns:
         vectors: np.ndarray,
         now: datetime,
     ) -> TurnCommit:
-        turn = TurnRow(
-            record.turn_id,
-            record.namespace,
-            record.session_id,
-            record.turn_number,
-            record.role,
-            record.at,
-            position,
-            encode_record(record)[1],
-        )
+        turn = logged_turn(record, position)
         size = len(record.content.encode("utf-8"))
         decision = self._decision(size, len(parts))
         model = self._model()

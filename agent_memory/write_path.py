@@ -43,7 +43,6 @@ from agent_memory.models import (
     MemoryType,
     SaveDecision,
     TurnResult,
-    TurnRow,
     fresh_memory,
 )
 from agent_memory.note_models import NoteKind
@@ -51,7 +50,7 @@ from agent_memory.policy.controller import Policy, TurnSignals, Verdict, surpris
 from agent_memory.policy.habituation import KeepShare
 from agent_memory.scoring import nearest_gap
 from agent_memory.storage.base import VectorStore
-from agent_memory.storage.journal import JsonlJournal, encode_record
+from agent_memory.storage.journal import JsonlJournal, logged_turn
 from agent_memory.storage.outbox import TEXT, Projector
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, TurnCommit, image_commit
@@ -452,16 +451,7 @@ class WritePath:
         images: Sequence[StoredImage] = (),
     ) -> TurnCommit:
         record = draft.record
-        turn = TurnRow(
-            record.turn_id,
-            record.namespace,
-            record.session_id,
-            record.turn_number,
-            record.role,
-            record.at,
-            position,
-            encode_record(record)[1],
-        )
+        turn = logged_turn(record, position)
         shared = tuple(self._shared_image(draft, image, now) for image in images)  # kept whatever the decision
         if not decision.save or draft.vector is None:
             return TurnCommit(turn, decision, images=shared)

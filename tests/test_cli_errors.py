@@ -107,6 +107,14 @@ CASES = [
     Case("mcp-unknown-transport", ("mcp", "--transport", "sse"), ("--transport", "invalid choice", "'sse'")),
     Case("mcp-bad-namespace", ("mcp", "--namespace", "bad//ns!"), ("namespace", "bad//ns!")),
     Case("setup-unknown-client", ("setup", "vscode"), ("client", "invalid choice", "'vscode'")),
+    Case("proxy-without-upstream", ("proxy",), ("--upstream", "required")),
+    Case(
+        "proxy-port-out-of-range", ("proxy", "--upstream", "m", "--port", "70000"), ("--port", "0 to 65535", "'70000'")
+    ),
+    Case("proxy-memory-tokens-zero", ("proxy", "--upstream", "m", "--memory-tokens", "0"), ("--memory-tokens", "'0'")),
+    Case("chat-without-model", ("chat",), ("--model", "required")),
+    Case("chat-window-zero", ("chat", "--model", "m", "--window-tokens", "0"), ("--window-tokens", "positive integer")),
+    Case("neighbours-bad-now", ("neighbours", "--now", "yesterday"), ("--now", "not an ISO-8601 time", "'yesterday'")),
     Case(
         "import-markdown-missing-path", ("import-markdown", "{tmp}/nowhere"), ("{tmp}/nowhere", "nothing was imported")
     ),

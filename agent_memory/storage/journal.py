@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent_memory.errors import ClosedError, CorruptRecord, RecordErased, StorageError
-from agent_memory.models import EmotionalContext, LogPosition, LogRecord, Role, TurnId
+from agent_memory.models import EmotionalContext, LogPosition, LogRecord, Role, TurnId, TurnRow
 from agent_memory.note_models import meta_from_json
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,20 @@ def record_to_dict(record: LogRecord) -> dict[str, Any]:
 def checksum_of(body: dict[str, Any]) -> str:
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+def logged_turn(record: LogRecord, position: LogPosition) -> TurnRow:
+    """The turns row of a record the journal wrote at `position`, with the checksum its line carries."""
+    return TurnRow(
+        record.turn_id,
+        record.namespace,
+        record.session_id,
+        record.turn_number,
+        record.role,
+        record.at,
+        position,
+        encode_record(record)[1],
+    )
 
 
 def encode_record(record: LogRecord) -> tuple[bytes, str]:

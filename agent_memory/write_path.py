@@ -283,13 +283,14 @@ class WritePath:
         """Novelty, session surprise and the nearest open gap of each turn; `gaps` are each namespace's open gaps
         (`_read_ahead`)."""
         settings = self.config.save
+        stored = await self._nearest_stored(drafts)
         batch: list[Draft] = []
         for draft in drafts:
             record = draft.record
             novelty = session = 0.0
             gap_id = None
             if draft.vector is not None:
-                nearest = await self._nearest_stored(draft, batch)
+                nearest = self._nearest(draft, stored[id(draft)], batch)
                 novelty = UNKNOWN_NOVELTY if nearest is None else 1.0 - max(0.0, nearest)
                 session = self._session_surprise(draft, batch)
                 gap_id = nearest_gap(draft.vector, gaps[record.namespace], settings.gap_similarity)
@@ -309,13 +310,26 @@ class WritePath:
                 asks_question(draft.previous),
             )
 
-    async def _nearest_stored(self, draft: Draft, batch: Sequence[Draft]) -> float | None:
-        """The best cosine between this turn and anything already remembered (or said earlier in this batch);
-        None in an empty namespace."""
+    async def _nearest_stored(self, drafts: Sequence[Draft]) -> dict[int, float | None]:
+        """The best cosine between each turn with a vector and what is already stored in its namespace (None in
+        an empty one), by `id(draft)`: one batched search per namespace, not one search per turn."""
+        by_namespace: dict[str, list[Draft]] = {}
+        for draft in drafts:
+            if draft.vector is not None:
+                by_namespace.setdefault(draft.record.namespace, []).append(draft)
+        best: dict[int, float | None] = {}
+        for namespace, group in by_namespace.items():
+            vectors = [d.vector.tolist() for d in group if d.vector is not None]
+            found = await self.vectors.search_many(TEXT, vectors, limit=1, where={"namespace": namespace})
+            best.update((id(d), hits[0].score if hits else None) for d, hits in zip(group, found, strict=True))
+        return best
+
+    def _nearest(self, draft: Draft, stored: float | None, batch: Sequence[Draft]) -> float | None:
+        """The best cosine between this turn and anything remembered: `stored`, the recent turns' cache, or a
+        turn said earlier in this batch; None when there is nothing to compare with."""
         assert draft.vector is not None
         namespace = draft.record.namespace
-        hits = await self.vectors.search(TEXT, draft.vector.tolist(), limit=1, where={"namespace": namespace})
-        found = [hits[0].score if hits else None, self._recent.best(namespace, draft.vector)]
+        found = [stored, self._recent.best(namespace, draft.vector)]
         earlier = [d.vector for d in batch if d.record.namespace == namespace and d.vector is not None]
         if earlier:
             found.append(float(np.max(np.stack(earlier) @ draft.vector)))

@@ -89,6 +89,21 @@ async def test_where_filters_by_namespace_and_status_list(store: Store, text: np
     assert await store.search("text", text[0].tolist(), limit=20, where={"namespace": "carol"}) == []
 
 
+async def test_search_many_answers_each_vector_as_search_does(store: Store, text: np.ndarray) -> None:
+    bob = [VectorItem(memory_id(100 + n), v.tolist(), {"namespace": "bob"}) for n, v in enumerate(text[40:])]
+    await store.upsert("text", items(text[:40]) + bob)
+    queries = [(text[n] + 0.05 * unit_vectors(1, 384, seed=n)[0]).tolist() for n in (3, 17, 41)]
+    where = {"namespace": "alice"}
+    together = await store.search_many("text", queries, limit=3, where=where)
+    apart = [await store.search("text", query, limit=3, where=where) for query in queries]
+    assert [[h.memory_id for h in hits] for hits in together] == [[h.memory_id for h in hits] for hits in apart]
+    assert [hits[0].memory_id for hits in together[:2]] == [memory_id(3), memory_id(17)]
+    assert memory_id(101) not in {h.memory_id for h in together[2]}  # text[41] is bob's: the filter holds
+    assert [h.score for h in together[0]] == pytest.approx([h.score for h in apart[0]], abs=1e-5)
+    assert await store.search_many("text", [], limit=3) == []
+    assert await store.search_many("text", queries[:2], limit=0) == [[], []]
+
+
 async def test_delete_removes_points(store: Store, text: np.ndarray) -> None:
     await store.upsert("text", items(text[:5]))
     await store.delete("text", [memory_id(0), memory_id(1)])

@@ -141,6 +141,27 @@ class QdrantServerVectors:
             )
         return [VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in response.points]
 
+    async def search_many(
+        self, collection: str, vectors: Sequence[Vector], *, limit: int, where: dict[str, Any] | None = None
+    ) -> list[list[VectorHit]]:
+        """`search` for each vector, in order, in one request (query_batch_points)."""
+        name = self._name(collection)
+        if limit <= 0 or not vectors:
+            return [[] for _ in vectors]
+        requests = [
+            models.QueryRequest(
+                query=[float(x) for x in vector],
+                limit=limit,
+                filter=server_filter(where),
+                with_payload=False,
+                with_vector=False,
+            )
+            for vector in vectors
+        ]
+        with self._guard(f"search of {name!r}"):
+            responses = await self._client.query_batch_points(name, requests=requests)
+        return [[VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in r.points] for r in responses]
+
     async def set_payload(self, collection: str, ids: Iterable[MemoryId], payload: dict[str, Any]) -> None:
         """Set these payload fields on points that exist (the vectors stay as they are)."""
         name = self._name(collection)

@@ -36,6 +36,7 @@ from qdrant_edge import (
     PayloadSchemaType,
     Point,
     Query,
+    QueryBatchRequest,
     QueryRequest,
     ScrollRequest,
     UpdateOperation,
@@ -154,14 +155,17 @@ class EdgeVectors:
         self._shard(name).update(UpdateOperation.upsert_points([edge_point(item) for item in items]))
 
     def _search_sync(self, name: str, vector: Vector, limit: int, where: Mapping[str, Any] | None) -> list[VectorHit]:
-        request = QueryRequest(
-            limit=limit,
-            query=Query.Nearest([float(x) for x in vector]),
-            filter=edge_filter(where),
-            with_payload=False,
-            with_vector=False,
-        )
-        return [VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in self._shard(name).query(request)]
+        found = self._shard(name).query(_nearest(vector, limit, where))
+        return [VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in found]
+
+    def _search_many_sync(
+        self, name: str, vectors: Sequence[Vector], limit: int, where: Mapping[str, Any] | None
+    ) -> list[list[VectorHit]]:
+        batch = QueryBatchRequest([_nearest(vector, limit, where) for vector in vectors])
+        return [
+            [VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in found]
+            for found in self._shard(name).query_batch(batch)
+        ]
 
     def _set_payload_sync(self, name: str, ids: list[str], payload: dict[str, Any]) -> None:
         self._shard(name).update(UpdateOperation.set_payload(list(ids), payload))
@@ -220,6 +224,16 @@ class EdgeVectors:
         if limit <= 0:
             return []
         return await self._call(f"search of {collection!r}", self._search_sync, collection, vector, limit, where)
+
+    async def search_many(
+        self, collection: str, vectors: Sequence[Vector], *, limit: int, where: dict[str, Any] | None = None
+    ) -> list[list[VectorHit]]:
+        """`search` for each vector, in order, as one planned batch on the shard's thread: one hop from the loop,
+        not one per vector (the write path's novelty check of a batch of turns)."""
+        self._check(collection)
+        if limit <= 0 or not vectors:
+            return [[] for _ in vectors]
+        return await self._call(f"search of {collection!r}", self._search_many_sync, collection, vectors, limit, where)
 
     async def set_payload(self, collection: str, ids: Iterable[MemoryId], payload: dict[str, Any]) -> None:
         """Set these payload fields on points that exist (the vectors stay as they are)."""
@@ -332,3 +346,13 @@ async def _optimize_in_child(path: Path, dimension: int) -> dict[str, Any]:
         raise StorageError(f"Building the vector index failed (exit {child.returncode}): {err.decode()[-500:]}")
     result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
     return result
+
+
+def _nearest(vector: Vector, limit: int, where: Mapping[str, Any] | None) -> QueryRequest:
+    return QueryRequest(
+        limit=limit,
+        query=Query.Nearest([float(x) for x in vector]),
+        filter=edge_filter(where),
+        with_payload=False,
+        with_vector=False,
+    )

@@ -217,7 +217,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self.revisions = Revisions(
                 self.records,
                 embed=self.embedder.embed,
-                embedding_model=self.embedder.name,
+                embedding_model=lambda: self.embedder.name,
                 entities=self.extractor.entities,
                 max_bytes=self.config.max_content_bytes,
                 clock=self.clock,

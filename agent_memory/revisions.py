@@ -35,7 +35,7 @@ class Revisions:
         records: SqliteRecords,
         *,
         embed: Embed,
-        embedding_model: str,
+        embedding_model: Callable[[], str],
         entities: Callable[[str], Sequence[str]],
         max_bytes: int,
         clock: Callable[[], datetime],
@@ -126,4 +126,4 @@ class Revisions:
         text = check_content(content, max_bytes=self._max_bytes)
         vector = (await self._embed([text]))[0]
         blob = np.asarray(vector, dtype="<f4").tobytes()
-        return NewText(text, blob, self._model, tuple(self._entities(text)))
+        return NewText(text, blob, self._model(), tuple(self._entities(text)))

@@ -134,3 +134,10 @@ async def test_a_query_model_that_cannot_load_or_strays_falls_back_to_float32(
         assert np.allclose(got, expected, atol=1e-6)
     finally:
         await embedder.aclose()
+    asked = OnnxMiniLmEmbedder(cache_dir=tmp_path, document_precision="int8")  # int8 asked for what is stored too
+    try:
+        await asked.load()
+        assert asked.name == "all-MiniLM-L6-v2"  # it got the float32 model, and its vectors say so
+        assert np.allclose((await asked.embed([QUESTIONS[1]]))[0], expected, atol=1e-6)
+    finally:
+        await asked.aclose()

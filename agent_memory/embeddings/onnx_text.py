@@ -46,7 +46,8 @@ class OnnxMiniLmEmbedder:
 
     Questions (embed_query) go through an int8 copy of the model by default: its weights quantized per output
     channel, made once from the export and cached beside it, on one thread. What is stored is embedded in float32
-    (unless `document_precision` is int8), so the query model can change without re-embedding anything."""
+    (unless `document_precision` is int8), so the query model can change without re-embedding anything. An int8
+    copy that strays or cannot be made leaves both passes in float32, and the stored vectors then say so."""
 
     dimension = 384
 
@@ -100,6 +101,8 @@ class OnnxMiniLmEmbedder:
             int8 = _int8_session(onnx_path, session, tokenizer) or session
             query_session = int8 if self.query_precision == "int8" else session
             document_session = int8 if self.document_precision == "int8" else session
+            if document_session is session:  # no usable int8 model: what is stored is float32, and says so
+                self.name = "all-MiniLM-L6-v2"
         self._session, self._query_session, self._tokenizer = document_session, query_session, tokenizer
 
     def _exported(self) -> Path:

@@ -73,6 +73,7 @@ class OnnxMiniLmEmbedder:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="embedder")
         self._session: Any = None
         self._query_session: Any = None  # the int8 model, or the float32 one (the same session) when it is asked for
+        self._pass_size = batch_size  # texts per model pass: 1 through the int8 model (see _load_sync)
         self._tokenizer: Any = None
 
     async def load(self) -> None:
@@ -103,6 +104,8 @@ class OnnxMiniLmEmbedder:
             document_session = int8 if self.document_precision == "int8" else session
             if document_session is session:  # no usable int8 model: what is stored is float32, and says so
                 self.name = "all-MiniLM-L6-v2"
+            else:  # int8 activations are quantized per pass: one text a pass, so batch-mates never move a vector
+                self._pass_size = 1
         self._session, self._query_session, self._tokenizer = document_session, query_session, tokenizer
 
     def _exported(self) -> Path:
@@ -138,8 +141,8 @@ class OnnxMiniLmEmbedder:
             encodings = self._tokenizer.encode_batch(texts)
             order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
             result = np.empty((len(texts), self.dimension), dtype=np.float32)
-            for start in range(0, len(order), self.batch_size):
-                chunk = order[start : start + self.batch_size]
+            for start in range(0, len(order), self._pass_size):
+                chunk = order[start : start + self._pass_size]
                 result[chunk] = self._run([encodings[i] for i in chunk])
         except Exception as exc:
             raise ModelError(f"The ONNX text embedder failed on {len(texts)} texts: {exc}") from exc

@@ -39,14 +39,15 @@ class EmbeddingConfig(_Section):
     """The model a question is embedded with (onnx backend): 'int8', a copy of the weights quantized per channel,
     made once and cached (a third of the CPU per question, cosine 0.995 to float32 on LoCoMo questions), or
     'float32', the model that embeds what is stored (float32 unless `document_precision` says int8)."""
-    document_precision: Literal["int8", "float32"] = "float32"
-    """The model what is stored is embedded with (onnx backend): 'float32', or 'int8', the query model's quantized
-    weights on one thread, which embeds LoCoMo turns 1.8x as fast here (359 against 197 a second; LongMemEval's
-    2.5x) at a cosine of 0.992 (min 0.985) to float32. Dev recall at 2,048 tokens holds: LoCoMo 0.8683 -> 0.8675
-    (MRR 0.415 -> 0.401), LongMemEval 0.9762 -> 0.9762 (MRR 0.683 -> 0.713), in passes of 8. int8 activations are
-    quantized per pass, so a text's vector moved with the texts beside it ("ok" beside a 256-token turn: cosine
-    0.958 to "ok" alone); it now embeds one text per pass (251 turns/s against float32's 197; LoCoMo recall 0.8708,
-    MRR 0.409; LongMemEval 0.9762, MRR 0.684). The stored vectors then name the model (`all-MiniLM-L6-v2-int8`)."""
+    document_precision: Literal["int8", "float32"] = "int8"
+    """The model what is stored is embedded with (onnx backend): 'int8' (the default), the query model's quantized
+    weights on one thread, one text per pass, or 'float32'. int8 embeds LoCoMo turns at 251 a second against
+    float32's 197 here, at a cosine of 0.992 (min 0.985) to float32, and dev recall at 2,048 tokens holds on both
+    benchmarks: LoCoMo 0.8708 (float32 0.8683; MRR 0.409 against 0.415), LongMemEval 0.9762 (0.9762; MRR 0.684
+    against 0.683). One text per pass because int8 activations are quantized per pass: in passes of 8 a text's
+    vector moved with the texts beside it ("ok" beside a 256-token turn: cosine 0.958 to "ok" alone). The stored
+    vectors name their model (`all-MiniLM-L6-v2-int8` or `all-MiniLM-L6-v2`); a store may hold both, and both are
+    searched by the same question vector."""
     cache_dir: str = ""
     """Where the ONNX export is cached; empty means $XDG_CACHE_HOME/agent-memory (~/.cache/agent-memory)."""
     model_path: str = ""

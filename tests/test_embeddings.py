@@ -10,8 +10,12 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from agent_memory.config import load_config
 from agent_memory.embeddings.onnx_text import OnnxMiniLmEmbedder
 from agent_memory.embeddings.text import Embedder, MiniLmEmbedder
+from agent_memory.engines import make_embedder
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SENTENCES = [
     "I moved to Porto on May 1, into a flat in Bonfim.",
@@ -21,17 +25,30 @@ SENTENCES = [
 ]
 
 
-async def test_onnx_matches_torch(embedder: Embedder) -> None:
-    assert isinstance(embedder, OnnxMiniLmEmbedder)
+@pytest.fixture(scope="module")
+def float32_embedder() -> Embedder:
+    """The shipped defaults with what is stored embedded in float32 (`embedding.document_precision`)."""
+    environ = {"AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION": "float32"}
+    return make_embedder(load_config(ROOT / "config" / "default.toml", environ=environ))
+
+
+async def test_onnx_matches_torch(embedder: Embedder, float32_embedder: Embedder) -> None:
+    assert isinstance(float32_embedder, OnnxMiniLmEmbedder) and float32_embedder.name == "all-MiniLM-L6-v2"
     torch_model = MiniLmEmbedder()
     try:
         expected = await torch_model.embed(SENTENCES)
     finally:
         await torch_model.aclose()
-    got = await embedder.embed(SENTENCES)
+    got = await float32_embedder.embed(SENTENCES)
     assert got.shape == (4, 384) and got.dtype == np.float32
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     assert float((got * expected).sum(axis=1).min()) > 0.9999
+    # the default stores through the int8 model: close to the same vectors, not the same model
+    assert isinstance(embedder, OnnxMiniLmEmbedder) and embedder.name == "all-MiniLM-L6-v2-int8"
+    quick = await embedder.embed(SENTENCES)
+    assert np.allclose(np.linalg.norm(quick, axis=1), 1.0, atol=1e-5)
+    cosines = (quick * expected).sum(axis=1)
+    assert float(cosines.min()) > 0.95 and float(cosines.max()) < 0.99999
 
 
 async def test_batch_order_and_empty_input(embedder: Embedder) -> None:
@@ -47,12 +64,12 @@ async def test_similar_sentences_are_closer(embedder: Embedder) -> None:
 
 
 async def test_export_is_cached_and_reused(tmp_path: Path) -> None:
-    first = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32")
+    first = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32", document_precision="float32")
     await first.load()
     exported = list(tmp_path.glob("*.onnx"))
     assert len(exported) == 1 and not list(tmp_path.glob("*.partial"))
     stamp = exported[0].stat().st_mtime_ns
-    second = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32")
+    second = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32", document_precision="float32")
     await second.load()
     assert exported[0].stat().st_mtime_ns == stamp
     assert np.allclose(await first.embed(["same"]), await second.embed(["same"]))
@@ -68,10 +85,14 @@ QUESTIONS = [
 ]
 
 
-async def test_a_question_goes_through_the_int8_model_close_to_the_float32_one(embedder: Embedder) -> None:
+async def test_a_question_goes_through_the_int8_model_close_to_the_float32_one(
+    embedder: Embedder, float32_embedder: Embedder
+) -> None:
     assert isinstance(embedder, OnnxMiniLmEmbedder) and embedder.query_precision == "int8"
-    stored = await embedder.embed(QUESTIONS + SENTENCES[:2])
+    stored = await float32_embedder.embed(QUESTIONS + SENTENCES[:2])
     asked = np.vstack([await embedder.embed_query(q) for q in QUESTIONS])
+    # by default what is stored goes through the same int8 model, one text a pass: a question equals its memory
+    assert np.allclose(asked, await embedder.embed(QUESTIONS), atol=1e-6)
     assert asked.dtype == np.float32 and np.allclose(np.linalg.norm(asked, axis=1), 1.0, atol=1e-5)
     agreement = (asked * stored[: len(QUESTIONS)]).sum(axis=1)
     assert agreement.min() > 0.98 and not np.allclose(asked, stored[: len(QUESTIONS)], atol=1e-4)  # another model
@@ -85,14 +106,14 @@ async def test_the_int8_model_is_made_once_and_float32_questions_use_the_stored_
     (quantized,) = tmp_path.glob("*-int8.onnx")
     stamp = quantized.stat().st_mtime_ns
     second = OnnxMiniLmEmbedder(cache_dir=tmp_path)
-    exact = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32")
-    fast = OnnxMiniLmEmbedder(cache_dir=tmp_path, document_precision="int8")
+    exact = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32", document_precision="float32")
+    fast = OnnxMiniLmEmbedder(cache_dir=tmp_path)  # documents through the int8 model too, the default
     try:
         await second.load()
         assert quantized.stat().st_mtime_ns == stamp and not list(tmp_path.glob("*.partial"))
         assert np.array_equal(await first.embed_query("same"), await second.embed_query("same"))
         assert np.allclose(await exact.embed_query(QUESTIONS[0]), (await exact.embed([QUESTIONS[0]]))[0], atol=1e-6)
-        # documents through the int8 model too (embedding.document_precision), and the vectors say so
+        # documents through the int8 model (embedding.document_precision), and the vectors say so
         stored, quick = await exact.embed(QUESTIONS), await fast.embed(QUESTIONS)
         cosines = (stored * quick).sum(axis=1)
         assert float(cosines.min()) > 0.97 and float(cosines.max()) < 0.99999  # close, and not the same model
@@ -114,7 +135,7 @@ async def test_a_query_model_that_cannot_load_or_strays_falls_back_to_float32(
 ) -> None:
     """A corrupt cached file, or one whose vectors stray from the float32 model's, is not used: the question is
     embedded by the stored model, and a warning says why."""
-    first = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32")
+    first = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32", document_precision="float32")
     await first.load()
     await first.aclose()
     (exported,) = tmp_path.glob("*.onnx")
@@ -127,7 +148,7 @@ async def test_a_query_model_that_cannot_load_or_strays_falls_back_to_float32(
         weights = numpy_helper.to_array(table)
         table.CopyFrom(numpy_helper.from_array(weights[np.random.default_rng(7).permutation(len(weights))], table.name))
         onnx.save(model, str(target))
-    embedder = OnnxMiniLmEmbedder(cache_dir=tmp_path)
+    embedder = OnnxMiniLmEmbedder(cache_dir=tmp_path, document_precision="float32")  # int8 asked for questions
     try:
         with caplog.at_level(logging.WARNING, logger="agent_memory.embeddings.onnx_text"):
             await embedder.load()
@@ -137,7 +158,7 @@ async def test_a_query_model_that_cannot_load_or_strays_falls_back_to_float32(
         assert np.allclose(got, expected, atol=1e-6)
     finally:
         await embedder.aclose()
-    asked = OnnxMiniLmEmbedder(cache_dir=tmp_path, document_precision="int8")  # int8 asked for what is stored too
+    asked = OnnxMiniLmEmbedder(cache_dir=tmp_path)  # the default: int8 asked for what is stored too
     try:
         await asked.load()
         assert asked.name == "all-MiniLM-L6-v2"  # it got the float32 model, and its vectors say so

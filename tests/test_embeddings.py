@@ -107,7 +107,8 @@ async def test_the_int8_model_is_made_once_and_float32_questions_use_the_stored_
     stamp = quantized.stat().st_mtime_ns
     second = OnnxMiniLmEmbedder(cache_dir=tmp_path)
     exact = OnnxMiniLmEmbedder(cache_dir=tmp_path, query_precision="float32", document_precision="float32")
-    fast = OnnxMiniLmEmbedder(cache_dir=tmp_path)  # documents through the int8 model too, the default
+    fast = OnnxMiniLmEmbedder(cache_dir=tmp_path, threads=2)  # documents through the int8 model, the default
+    lone = OnnxMiniLmEmbedder(cache_dir=tmp_path, threads=1)  # its passes one after another, not side by side
     try:
         await second.load()
         assert quantized.stat().st_mtime_ns == stamp and not list(tmp_path.glob("*.partial"))
@@ -123,9 +124,10 @@ async def test_the_int8_model_is_made_once_and_float32_questions_use_the_stored_
         assert np.allclose(alone, quick[0], atol=1e-6)
         beside = await fast.embed(SENTENCES)  # "ok" with a 256-token turn in the same call
         assert np.allclose(beside, np.vstack([await fast.embed([s]) for s in SENTENCES]), atol=1e-6)
+        assert np.allclose(beside, await lone.embed(SENTENCES), atol=1e-6)  # passes side by side change nothing
         assert (exact.name, fast.name) == ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8")
     finally:
-        for embedder in (first, second, exact, fast):
+        for embedder in (first, second, exact, fast, lone):
             await embedder.aclose()
 
 

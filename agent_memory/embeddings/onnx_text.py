@@ -75,6 +75,7 @@ class OnnxMiniLmEmbedder:
         self._session: Any = None
         self._query_session: Any = None  # the int8 model, or the float32 one (the same session) when it is asked for
         self._pass_size = batch_size  # texts per model pass: 1 through the int8 model (see _load_sync)
+        self._passes: ThreadPoolExecutor | None = None  # int8 passes run side by side, one thread each
         self._tokenizer: Any = None
 
     async def load(self) -> None:
@@ -107,6 +108,8 @@ class OnnxMiniLmEmbedder:
                 self.name = "all-MiniLM-L6-v2"
             else:  # int8 activations are quantized per pass: one text a pass, so batch-mates never move a vector
                 self._pass_size = 1
+                if self.threads > 1:  # the int8 model runs on one thread: a pass per core at once
+                    self._passes = ThreadPoolExecutor(self.threads, thread_name_prefix="embedder-pass")
         self._session, self._query_session, self._tokenizer = document_session, query_session, tokenizer
 
     def _exported(self) -> Path:
@@ -142,9 +145,14 @@ class OnnxMiniLmEmbedder:
             encodings = self._tokenizer.encode_batch(texts)
             order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
             result = np.empty((len(texts), self.dimension), dtype=np.float32)
-            for start in range(0, len(order), self._pass_size):
-                chunk = order[start : start + self._pass_size]
-                result[chunk] = self._run([encodings[i] for i in chunk])
+            chunks = [order[start : start + self._pass_size] for start in range(0, len(order), self._pass_size)]
+            if self._passes is not None and len(chunks) > 1:  # one-thread passes side by side, one per core
+                vectors = self._passes.map(self._run, [[encodings[i] for i in chunk] for chunk in chunks])
+                for chunk, vector in zip(chunks, vectors, strict=True):
+                    result[chunk] = vector
+            else:
+                for chunk in chunks:
+                    result[chunk] = self._run([encodings[i] for i in chunk])
         except Exception as exc:
             raise ModelError(f"The ONNX text embedder failed on {len(texts)} texts: {exc}") from exc
         if not np.isfinite(result).all():
@@ -156,6 +164,8 @@ class OnnxMiniLmEmbedder:
 
     async def aclose(self) -> None:
         self._thread.shutdown(wait=True)
+        if self._passes is not None:
+            self._passes.shutdown(wait=True)
         self._session = self._query_session = None
 
 

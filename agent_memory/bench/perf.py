@@ -137,7 +137,7 @@ def _ceiling_rows(ceiling: EmbeddingCeiling | None) -> list[str]:
         f"| the embedder alone, all {ceiling.turns} turns in one call | {ceiling.embedder_rate:.0f} turns/s | |",
         f"| ceiling for embedding every turn: {ceiling.gflop_per_turn:.2f} GFLOP a turn "
         f"({ceiling.tokens_per_turn:.1f} tokens) at this machine's {ceiling.machine_gflops:.0f} GFLOP/s "
-        f"(float32 matrix multiply, all cores) | {ceiling.ceiling_rate:.0f} turns/s | |",
+        f"(float32 matrix multiply, all cores; int8 passes are not bound by it) | {ceiling.ceiling_rate:.0f} turns/s | |",
     ]
 
 

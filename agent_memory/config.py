@@ -42,7 +42,7 @@ class EmbeddingConfig(_Section):
     document_precision: Literal["int8", "float32"] = "int8"
     """The model what is stored is embedded with (onnx backend): 'int8' (the default), the query model's quantized
     weights, one text per pass on one thread, passes side by side (one per `threads`), or 'float32'. int8 embeds
-    LoCoMo turns at 251 a second against float32's 197 on an AVX-512 machine (61 against 46 on an AVX2-only one), at a cosine of 0.992 (min 0.985) to float32, and dev recall at 2,048 tokens holds on both
+    LoCoMo turns at 251 a second against float32's 197 on a 128 GFLOP/s machine (61 against 46 on an AVX2-only one), at a cosine of 0.992 (min 0.985) to float32, and dev recall at 2,048 tokens holds on both
     benchmarks: LoCoMo 0.8708 (float32 0.8683; MRR 0.409 against 0.415), LongMemEval 0.9762 (0.9762; MRR 0.684
     against 0.683). One text per pass because int8 activations are quantized per pass: in passes of 8 a text's
     vector moved with the texts beside it ("ok" beside a 256-token turn: cosine 0.958 to "ok" alone). The stored

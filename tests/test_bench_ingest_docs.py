@@ -1,0 +1,27 @@
+"""The ingest benchmark's docs blocks: each kind of turn rewrites its own block and leaves the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_memory.bench.perf import BEGIN, END, IngestFigures, markers, render, write_docs
+
+
+def _figures(rate_seconds: float) -> IngestFigures:
+    return IngestFigures(4, 1.0, 2.0, 1.0, 2.0, 100, rate_seconds, 0.5, "always")
+
+
+def test_each_kind_of_turn_has_a_block_of_its_own(tmp_path: Path) -> None:
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(f"# Benchmarks\n\n## Ingest\n\n{BEGIN}\nold LoCoMo figures\n{END}\n\nafter\n")
+    begin, end = markers("longmemeval", llm=False)
+    assert (begin, end) != (BEGIN, END) and markers("locomo", llm=False) == (BEGIN, END)
+    write_docs(render(_figures(2.0), Path("haystacks.json"), 64, "longmemeval"), docs, begin=begin, end=end)
+    text = docs.read_text()
+    assert "old LoCoMo figures" in text and text.count(begin) == 1 and "| 50 turns/s | >= 60 turns/s |" in text
+    write_docs(render(_figures(4.0), Path("haystacks.json"), 64, "longmemeval"), docs, begin=begin, end=end)
+    text = docs.read_text()
+    assert text.count(begin) == 1 and "| 25 turns/s |" in text and "| 50 turns/s |" not in text  # rewritten
+    write_docs(render(_figures(1.0), Path("locomo.json"), 64), docs)
+    text = docs.read_text()
+    assert "old LoCoMo figures" not in text and "| 100 turns/s | >= 300 turns/s |" in text and "| 25 turns/s |" in text

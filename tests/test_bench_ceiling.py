@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.bench.ceiling import measure_ceiling, token_counts, transformer_flop
+from agent_memory.bench.ceiling import int8_matmul_gops, measure_ceiling, token_counts, transformer_flop
 from agent_memory.embeddings.text import Embedder, default_model_path
 
 MINILM = json.loads((Path(default_model_path()) / "config.json").read_text())
@@ -32,3 +32,12 @@ async def test_a_measurement_reports_the_embedder_beside_the_ceiling(embedder: E
     assert found.gflop_per_turn == pytest.approx(transformer_flop(MINILM, round(found.tokens_per_turn)) / 1e9, rel=0.05)
     assert found.embedder_rate > 0 and found.machine_gflops > 1
     assert found.ceiling_rate == found.machine_gflops / found.gflop_per_turn
+    # what is stored goes through the int8 model by default: its own ceiling, from int8 arithmetic, beside it
+    assert getattr(embedder, "document_precision", None) == "int8" and found.int8_gops > 1
+    assert found.int8_ceiling_rate == found.int8_gops / found.gflop_per_turn
+
+
+def test_an_int8_matrix_multiply_is_measured_on_every_worker() -> None:
+    one = int8_matmul_gops(384, 1536, workers=1, rows=(64,), seconds=0.2)
+    two = int8_matmul_gops(384, 1536, workers=2, rows=(64,), seconds=0.2)
+    assert one > 1 and two > 1  # real work was timed; two workers are not required to scale on a busy machine

@@ -150,6 +150,15 @@ def _ceiling_rows(ceiling: EmbeddingCeiling | None) -> list[str]:
         f"| ceiling for embedding every turn: {ceiling.gflop_per_turn:.2f} GFLOP a turn "
         f"({ceiling.tokens_per_turn:.1f} tokens) at this machine's {ceiling.machine_gflops:.0f} GFLOP/s "
         f"(float32 matrix multiply, all cores; int8 passes are not bound by it) | {ceiling.ceiling_rate:.0f} turns/s | |",
+        *(
+            [
+                f"| ceiling for the int8 model: the same operations at this machine's {ceiling.int8_gops:.0f} GOP/s "
+                "(int8 matrix multiply, one-thread passes side by side on every core) "
+                f"| {ceiling.int8_ceiling_rate:.0f} turns/s | |"
+            ]
+            if ceiling.int8_gops
+            else []
+        ),
     ]
 
 

@@ -38,16 +38,15 @@ class EmbeddingConfig(_Section):
     query_precision: Literal["int8", "float32"] = "int8"
     """The model a question is embedded with (onnx backend): 'int8', a copy of the weights quantized per channel,
     made once and cached (a third of the CPU per question, cosine 0.995 to float32 on LoCoMo questions), or
-    'float32', the model that embeds what is stored (float32 unless `document_precision` says int8)."""
+    'float32', the exported float32 model."""
     document_precision: Literal["int8", "float32"] = "int8"
-    """The model what is stored is embedded with (onnx backend): 'int8' (the default), the query model's quantized
-    weights, one text per pass on one thread, passes side by side (one per `threads`), or 'float32'. int8 embeds
-    LoCoMo turns at 251 a second against float32's 197 on a 128 GFLOP/s machine (61 against 46 on an AVX2-only one), at a cosine of 0.992 (min 0.985) to float32, and dev recall at 2,048 tokens holds on both
-    benchmarks: LoCoMo 0.8708 (float32 0.8683; MRR 0.409 against 0.415), LongMemEval 0.9762 (0.9762; MRR 0.684
-    against 0.683). One text per pass because int8 activations are quantized per pass: in passes of 8 a text's
-    vector moved with the texts beside it ("ok" beside a 256-token turn: cosine 0.958 to "ok" alone). The stored
-    vectors name their model (`all-MiniLM-L6-v2-int8` or `all-MiniLM-L6-v2`); a store may hold both, and both are
-    searched by the same question vector."""
+    """The model what is stored is embedded with (onnx backend): 'int8', the query model's weights, one text per
+    pass on one thread, passes side by side (one per `threads`), or 'float32'. int8 embeds LoCoMo turns at 251 a
+    second against float32's 197 on a 128 GFLOP/s machine (61 against 46 on an AVX2-only one), cosine 0.992 to
+    float32; dev recall at 2,048 tokens holds on both benchmarks: LoCoMo 0.8708 (float32 0.8683), LongMemEval
+    0.9762 (0.9762). One text a pass, as int8 activations are quantized per pass: in passes of 8 a vector moved with
+    its batch-mates ("ok" beside a 256-token turn: cosine 0.958 to "ok" alone). Stored vectors name their model
+    (`all-MiniLM-L6-v2-int8` or `all-MiniLM-L6-v2`); a store holding both is searched by the same question vector."""
     cache_dir: str = ""
     """Where the ONNX export is cached; empty means $XDG_CACHE_HOME/agent-memory (~/.cache/agent-memory)."""
     model_path: str = ""

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent_memory.bench.coding_notes import (
+    HELDOUT,
     KINDS,
+    SHIPPED,
     Answer,
     NoteQuery,
     ask_all,
@@ -25,8 +29,9 @@ from agent_memory.embeddings.text import Embedder
 NOTE_KINDS = {"decision", "fact", "finding", "procedure", "preference", "note", "handoff"}
 
 
-def test_the_shipped_set_is_one_project_with_half_its_questions_paraphrased() -> None:
-    notes = load_notes()
+@pytest.mark.parametrize("name", [SHIPPED, HELDOUT])
+def test_each_shipped_set_is_one_project_with_half_its_questions_paraphrased(name: str) -> None:
+    notes = load_notes(name=name)
     ids = {n.note_id for n in notes.notes}
     assert len(notes.notes) >= 64 and len(ids) == len(notes.notes)
     assert {n.kind for n in notes.notes} == NOTE_KINDS
@@ -34,6 +39,15 @@ def test_the_shipped_set_is_one_project_with_half_its_questions_paraphrased() ->
     paraphrased = [q for q in notes.queries if q.kind == "paraphrased"]
     assert len(literal) == len(paraphrased) >= 24
     assert all(q.relevant and q.relevant <= ids for q in notes.queries)
+    days = [n.day for n in notes.notes]
+    assert days == sorted(days) and len({n.written_at for n in notes.notes}) == len(notes.notes)
+
+
+def test_the_held_out_set_is_another_project() -> None:
+    shipped, heldout = load_notes(), load_notes(name=HELDOUT)
+    assert not {n.note_id for n in shipped.notes} & {n.note_id for n in heldout.notes}
+    assert not {n.text for n in shipped.notes} & {n.text for n in heldout.notes}
+    assert not {q.text for q in shipped.queries} & {q.text for q in heldout.queries}
 
 
 def test_scores_count_a_hit_in_the_top_five_and_its_reciprocal_rank() -> None:

@@ -4,6 +4,9 @@
 (decisions, findings, procedures, facts, preferences, notes, handoffs; one to four sentences each) and 56
 questions, half sharing distinctive words with their note ("literal") and half asking for the same thing in other
 words ("paraphrased"), each naming the note(s) that answer it. It is ours, so it ships with the package.
+`coding_notes_heldout.json` is a second project's (72 notes, 60 questions, 30 of each kind), written apart from
+the first without running the retriever, for checking on other notes what was chosen on the first
+(`load_notes(name=HELDOUT)`; its paraphrased questions share no word of six letters or more with their note).
 
 Each note is written as one user turn in a session of its own (`process_turns`, `save.keep_all`, so every note is
 a memory), dated `day` days after the first note; the questions are asked a day after the last note, through
@@ -34,6 +37,8 @@ from agent_memory.models import RetrievalResult, TurnInput
 
 FIRST_NOTE_AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)  # the project's first note; a fixed date, so runs agree
 K = 5
+SHIPPED = "coding_notes"  # the set the defaults were judged on
+HELDOUT = "coding_notes_heldout"  # another project's notes, written apart from it and never used to choose a setting
 KINDS = ("literal", "paraphrased")
 ALONE_OFF: dict[str, Any] = {  # everything beside one search layer switched off: that layer's ranking alone
     "keyword_weight": 0.0,
@@ -81,8 +86,9 @@ class Note:
 
     @property
     def written_at(self) -> datetime:
-        """Notes of one day an hour apart, in the file's order, so no two share a time."""
-        return FIRST_NOTE_AT + timedelta(days=self.day, hours=int(self.note_id.lstrip("n")) % 8)
+        """Notes of one day an hour apart, by the number in their id ("n07", "h07"), so no two share a time."""
+        number = int("".join(c for c in self.note_id if c.isdigit()) or 0)
+        return FIRST_NOTE_AT + timedelta(days=self.day, hours=number % 8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +109,12 @@ class NoteSet:
         return FIRST_NOTE_AT + timedelta(days=max(n.day for n in self.notes) + 1)
 
 
-def load_notes(path: Path | None = None) -> NoteSet:
-    """The shipped set, or another file of the same shape."""
+def load_notes(path: Path | None = None, *, name: str = SHIPPED) -> NoteSet:
+    """A set that ships with the package (SHIPPED, or HELDOUT), or another file of the same shape at `path`."""
     text = (
         path.read_text("utf-8")
         if path
-        else files("agent_memory.bench").joinpath("data/coding_notes.json").read_text("utf-8")
+        else files("agent_memory.bench").joinpath(f"data/{name}.json").read_text("utf-8")
     )
     data = json.loads(text)
     notes = tuple(Note(n["id"], n["kind"], int(n["day"]), n["text"]) for n in data["notes"])

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_memory.bench.perf import BEGIN, END, IngestFigures, markers, render, write_docs
+import pytest
+
+from agent_memory.bench.perf import BEGIN, END, IngestFigures, markers, percentile, render, write_docs
 
 
 def _figures(rate_seconds: float) -> IngestFigures:
@@ -25,3 +27,13 @@ def test_each_kind_of_turn_has_a_block_of_its_own(tmp_path: Path) -> None:
     write_docs(render(_figures(1.0), Path("locomo.json"), 64), docs)
     text = docs.read_text()
     assert "old LoCoMo figures" not in text and "| 100 turns/s | >= 300 turns/s |" in text and "| 25 turns/s |" in text
+
+
+def test_a_percentile_is_a_share_of_the_sorted_values_and_a_share_past_one_is_refused() -> None:
+    values = [float(v) for v in range(100, 0, -1)]  # 100 .. 1, unsorted on purpose
+    assert percentile(values, 0.5) == 51.0 and percentile(values, 0.95) == 95.0
+    assert percentile(values, 0.0) == 1.0 and percentile(values, 1.0) == 100.0
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        percentile(values, 95)  # the maximum, once, for a p95
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 0.5)

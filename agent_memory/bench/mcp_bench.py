@@ -102,15 +102,19 @@ async def run(size: int, calls: int, cold: int, keep: Path | None, growth: bool 
             colds = [await cold_start(data_dir) for _ in range(cold)]
             rng = random.Random(7)
             times: dict[str, list[float]] = {"memory_recall": [], "memory_boot": []}
+            timed_calls: list[dict[str, Any]] = []  # every timed call, in order: which are slow, and when
             async with Client(_server(data_dir)) as session:
                 for _ in range(10):  # warm the daemon's caches and the connection
                     await _timed(session, "memory_recall", {"query": rng.choice(QUERIES)})
                 for n in range(calls):
                     query = rng.choice(QUERIES)
-                    took, _ = await _timed(session, "memory_recall", {"query": query})
-                    times["memory_recall"].append(took)
-                    took, _ = await _timed(session, "memory_boot", {"task": query, "budget_tokens": 600})
-                    times["memory_boot"].append(took)
+                    for tool, arguments in (
+                        ("memory_recall", {"query": query}),
+                        ("memory_boot", {"task": query, "budget_tokens": 600}),
+                    ):
+                        took, _ = await _timed(session, tool, arguments)
+                        times[tool].append(took)
+                        timed_calls.append({"n": len(timed_calls), "tool": tool, "query": query, "ms": round(took, 2)})
                     if n % 50 == 0:
                         logging.info("round %d of %d", n, calls)
                 boots = await _growth(session, rng) if growth else []
@@ -118,7 +122,9 @@ async def run(size: int, calls: int, cold: int, keep: Path | None, growth: bool 
             await asyncio.to_thread(stop_daemon, data_dir)  # it waits: off the loop
     report: dict[str, Any] = {"size": size, "calls": calls, "cold_start_s": colds, "boot_growth": boots}
     for name, values in times.items():
-        report[name] = {"p50_ms": statistics.median(values), "p95_ms": percentile(values, 95), "n": len(values)}
+        report[name] = {"p50_ms": statistics.median(values), "p95_ms": percentile(values, 0.95), "n": len(values)}
+    report["timed_calls"] = timed_calls
+    report["slowest"] = sorted(timed_calls, key=lambda c: -c["ms"])[: max(1, len(timed_calls) // 20)]
     return report
 
 
@@ -145,6 +151,8 @@ def format_report(report: dict[str, Any]) -> str:
     for name in ("memory_recall", "memory_boot"):
         r = report[name]
         lines.append(f"{name}: p50 {r['p50_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms")
+    slow = ", ".join(f"#{c['n']} {c['tool']} {c['query']!r} {c['ms']:.0f} ms" for c in report["slowest"])
+    lines.append(f"slowest 5%: {slow}")
     colds = report["cold_start_s"]
     if colds:
         lines.append(f"cold start to first answer: median {statistics.median(colds):.2f} s of {colds}")

@@ -50,8 +50,14 @@ class IngestFigures:
 
 
 def percentile(values: list[float], share: float) -> float:
+    """The value at `share` (0.95 for p95) of the sorted values, nearest rank. A share past 1 is refused: 95 once
+    made a p95 the maximum (bench/mcp_bench.py, until 2026-12-04)."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"percentile share must be between 0 and 1 (0.95 for p95), got {share}")
+    if not values:
+        raise ValueError("percentile of no values")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+    return ordered[round(share * (len(ordered) - 1))]
 
 
 async def measure(

@@ -261,7 +261,9 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self._stack = stack.pop_all()
 
     async def _ranked(self, query: str, namespace: str, k: int) -> list[RetrievalResult]:
-        return await self.retrieve(query, k=k, namespace=namespace)
+        """Notes' retrieval (recall and boot): retrieve() with notes.keyword_evidence over the retrieval settings."""
+        settings = self.config.retrieval.model_copy(update={"keyword_evidence": self.config.notes.keyword_evidence})
+        return await self._retrieve(query, None, None, k, namespace, None, None, retrieval=settings)
 
     async def close(self) -> None:
         """Finish projecting, then close every engine in reverse order. Idempotent."""

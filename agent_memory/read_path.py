@@ -93,9 +93,25 @@ class ReadPath:
 
         With `image` (encoded bytes or a file) the image layer searches with that image instead of the query's
         words, and the graph walk brings the text the found images were shared with; `query` may then be empty."""
+        return await self._retrieve(query, image, emotional_context, k, namespace, now, as_of)
+
+    async def _retrieve(
+        self,
+        query: str,
+        image: bytes | Path | None,
+        emotional_context: EmotionalContext | Mapping[str, float] | None,
+        k: int | None,
+        namespace: str,
+        now: datetime | None,
+        as_of: datetime | None,
+        retrieval: RetrievalConfig | None = None,
+    ) -> list[RetrievalResult]:
+        """retrieve(), ranked with `retrieval` in place of config.retrieval when it is given (notes' recall)."""
         k = check_count("k", self.config.retrieval.default_k if k is None else k, low=1, high=MAX_K)
         finalists = int(self.policy.retrieval_config(k=k)["finalists"])
-        recalled = await self._recall(query, emotional_context, namespace, now, as_of, finalists=finalists, image=image)
+        recalled = await self._recall(
+            query, emotional_context, namespace, now, as_of, finalists=finalists, image=image, retrieval=retrieval
+        )
         results = await self._named(recalled.ranked.results[:k])
         self._record_later(query if query.strip() else "[image]", namespace, k, results, recalled)
         return results
@@ -181,6 +197,7 @@ class ReadPath:
         image: bytes | Path | None = None,
         without: frozenset[str] = frozenset(),
         finalists: int | None = None,
+        retrieval: RetrievalConfig | None = None,
     ) -> Recalled:
         self._check_open()
         if isinstance(query, str) and not query.strip():
@@ -196,7 +213,16 @@ class ReadPath:
         await self.projector.drain_for_reads()  # what this read searches; the graph is the background's
         known = self._aware(as_of, "as_of")
         asked = Query(
-            query, namespace, reference, mood, known, limit=limit, finalists=finalists, image=seen, without=without
+            query,
+            namespace,
+            reference,
+            mood,
+            known,
+            limit=limit,
+            finalists=finalists,
+            image=seen,
+            without=without,
+            retrieval=retrieval,
         )
         with self.retrieval_log.reading():  # the records not yet written are laid over the rows it reads
             return await self._reader.run(asked, overlay=self.retrieval_log.overlay)

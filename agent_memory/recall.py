@@ -29,7 +29,7 @@ from agent_memory.cognition.ranking import (
 )
 from agent_memory.cognition.retrieval import query_words
 from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query, without_time_phrases
-from agent_memory.config import Config
+from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import ModelError, StorageError
@@ -68,6 +68,7 @@ class Query:
     finalists: int | None = None  # the best fused candidates read and ranked (retrieve(k)); None ranks them all
     image: np.ndarray | None = None  # a query image's CLIP vector; the text may then be empty
     without: frozenset[str] = frozenset()  # search layers left out ("grep": what the stored text alone finds)
+    retrieval: RetrievalConfig | None = None  # settings for this query in place of config.retrieval (notes' recall)
 
 
 class Recall:
@@ -88,12 +89,17 @@ class Recall:
         self._images_known: dict[str, tuple[int, bool]] = {}  # namespace -> (records.commits, has images)
         self.recent = recent  # the vector of a text the write path has just embedded, if it has
 
+    def settings(self, query: Query) -> RetrievalConfig:
+        """The retrieval settings `query` is ranked with: its own, or the configuration's."""
+        return query.retrieval or self.config.retrieval
+
     async def run(self, query: Query, *, overlay: Overlay | None = None) -> Recalled:
         """Search every layer, walk the graph, rank. `overlay` lays what is not yet written over the candidates'
         rows, given the last batch of records each read counts: the accesses of earlier retrievals, which decay
         reads (retrieval_log.py)."""
         timings: dict[str, float] = {}
-        parsed = parse_time_query(query.text, now=query.now, anchors=self.config.retrieval.event_anchors)
+        config = self.settings(query)
+        parsed = parse_time_query(query.text, now=query.now, anchors=config.event_anchors)
         window = parsed.window
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
@@ -103,7 +109,6 @@ class Recall:
             rankings = await self._layers(
                 parsed.remainder or query.text, query.text, query, window, timings, embedded, rows
             )
-            config = self.config.retrieval
             weights = layer_weights(config)
             if query.as_of is not None:  # what was current then, superseded since, is weighed beside the rest
                 rankings = await self._with_superseded(rankings, query, embedded)
@@ -116,7 +121,7 @@ class Recall:
                 fuse_layers(rankings, weights=weights, rrf_k=config.rrf_k, method=config.fusion), query.finalists
             )
             rows.ask(list(fused[0]))  # read while the graph is walked
-            steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace, rows))
+            steps = await _timed(timings, "graph", self._walk(fused[0], query.namespace, rows, config))
             memories = await rows.read(())
             if query.as_of is not None:
                 memories = await self._as_it_was(
@@ -130,7 +135,7 @@ class Recall:
         ranked = rank(rankings, steps, memories, signals, config=config, decay=self.config.decay, fused=fused)
         timings["rank"] = (time.perf_counter() - started) * 1000
         semantic = rankings.get("semantic")
-        searched = self.config.retrieval.semantic_weight > 0 and bool(query.text.strip())
+        searched = config.semantic_weight > 0 and bool(query.text.strip())
         best = semantic[0][1] if semantic else (0.0 if searched else None)
         return Recalled(ranked, parsed, window, timings, best, words, embedded.get("text"))
 
@@ -140,12 +145,12 @@ class Recall:
         """The semantic layer as of `query.as_of`: the memories superseded since, scored against the query as the
         vectors score the active ones, and merged into its ranking (grep finds their turns already)."""
         vector = embedded.get("text")
-        if vector is None or query.as_of is None or self.config.retrieval.semantic_weight <= 0:
+        if vector is None or query.as_of is None or self.settings(query).semantic_weight <= 0:
             return rankings
         stored = await self.records.superseded_after(query.namespace, query.as_of, limit=TIME_LAYER_SCAN)
         if not stored:
             return rankings
-        limit = query.limit or self.config.retrieval.candidate_limit
+        limit = query.limit or self.settings(query).candidate_limit
         extra = await _time_layer(vector, _ready([(i, blob) for i, blob in stored]), limit)
         merged = sorted([*rankings.get("semantic", []), *extra], key=lambda hit: -hit[1])[:limit]
         return {**rankings, "semantic": merged}
@@ -173,7 +178,7 @@ class Recall:
         `words` is the query without the time phrase the time layer took, for the keyword layer and grep: the year
         in "what did I buy in February 2024?" names a window of event times, and grep would only find turns that
         say "2024" (every grep of a year also made rg check every line's timestamp). `full` is embedded whole."""
-        config = self.config.retrieval
+        config = self.settings(query)
         limit = query.limit or config.candidate_limit
         jobs: list[Awaitable[dict[str, Hits]]] = [self._image_layer(query, limit, timings)]
         if not full.strip():
@@ -189,7 +194,7 @@ class Recall:
         if config.grep_weight > 0 and terms and "grep" not in query.without:
             jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
         if full:
-            jobs.append(self._vector_layers(full, query.namespace, window, limit, timings, embedded))
+            jobs.append(self._vector_layers(full, query.namespace, window, limit, timings, embedded, config))
         rankings: dict[str, Hits] = {}
         for found in await asyncio.gather(*(rows.asking(job, _prefetched(query.finalists)) for job in jobs)):
             rankings.update(found)
@@ -203,10 +208,10 @@ class Recall:
         limit: int,
         timings: dict[str, float],
         embedded: dict[str, np.ndarray],
+        config: RetrievalConfig,
     ) -> dict[str, Hits]:
         """One query embedding feeds the semantic layer (each memory's own vector and its context vector) and, when
         the query names a time, the time layer, whose memories are read while the query is embedded."""
-        config = self.config.retrieval
         wanted = config.semantic_weight > 0
         around = wanted and config.context_search and self.config.embedding.context_vectors
         timed = window is not None and config.time_layer_weight > 0
@@ -248,7 +253,7 @@ class Recall:
         """The image collection, searched with the query image's CLIP vector, or else with the query text through
         CLIP's text tower. Skipped (no CLIP call) while image memory is off or the namespace holds no image; a
         model failure costs this layer only."""
-        if self.config.retrieval.image_weight <= 0:
+        if self.settings(query).image_weight <= 0:
             return {}
         vector = query.image
         if vector is None:
@@ -285,10 +290,11 @@ class Recall:
         ranked = [(owners[(h.segment, h.offset)], float(len(h.terms))) for h in hits if (h.segment, h.offset) in owners]
         return list(dict(reversed(ranked)).items())[::-1]  # each memory once, at its best rank
 
-    async def _walk(self, base: Mapping[str, float], namespace: str, rows: _Rows) -> list[GraphStep]:
+    async def _walk(
+        self, base: Mapping[str, float], namespace: str, rows: _Rows, config: RetrievalConfig
+    ) -> list[GraphStep]:
         """The graph steps from the best fused hits (`base`: fused score by memory). The rows of the memories they
         reach come back with them: one hop to a reader thread, not two."""
-        config = self.config.retrieval
         if config.graph_depth == 0 or config.graph_seeds == 0 or config.graph_weight == 0:
             return []
         seeds = seeds_of(base, config.graph_seeds)

@@ -14,6 +14,7 @@ from agent_memory.bench.coding_notes import (
     HELDOUT,
     KINDS,
     SHIPPED,
+    THIRD,
     Answer,
     NoteQuery,
     ask_all,
@@ -29,7 +30,7 @@ from agent_memory.embeddings.text import Embedder
 NOTE_KINDS = {"decision", "fact", "finding", "procedure", "preference", "note", "handoff"}
 
 
-@pytest.mark.parametrize("name", [SHIPPED, HELDOUT])
+@pytest.mark.parametrize("name", [SHIPPED, HELDOUT, THIRD])
 def test_each_shipped_set_is_one_project_with_half_its_questions_paraphrased(name: str) -> None:
     notes = load_notes(name=name)
     ids = {n.note_id for n in notes.notes}
@@ -43,8 +44,9 @@ def test_each_shipped_set_is_one_project_with_half_its_questions_paraphrased(nam
     assert days == sorted(days) and len({n.written_at for n in notes.notes}) == len(notes.notes)
 
 
-def test_the_held_out_set_is_another_project() -> None:
-    shipped, heldout = load_notes(), load_notes(name=HELDOUT)
+@pytest.mark.parametrize("other", [HELDOUT, THIRD])
+def test_the_other_sets_are_other_projects(other: str) -> None:
+    shipped, heldout = load_notes(), load_notes(name=other)
     assert not {n.note_id for n in shipped.notes} & {n.note_id for n in heldout.notes}
     assert not {n.text for n in shipped.notes} & {n.text for n in heldout.notes}
     assert not {q.text for q in shipped.queries} & {q.text for q in heldout.queries}

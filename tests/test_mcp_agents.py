@@ -75,3 +75,17 @@ async def test_two_mcp_processes_writing_at_once_lose_and_double_nothing(tmp_pat
         assert live_daemon(data_dir) == info  # one daemon served both
     finally:
         stop_daemon(data_dir)
+
+
+async def test_the_handoff_demo_holds_every_step(tmp_path: Path) -> None:
+    """`agent-memory demo --agents`: two MCP stdio sessions on one project store hand a decision over, a stale
+    forget is refused, a supersede keeps the old revision, and a restarted daemon loses nothing."""
+    from agent_memory.interfaces.demo_agents import run_agents_demo
+
+    said: list[str] = []
+    assert await run_agents_demo(tmp_path, say=said.append) == 0
+    story = "\n".join(said)
+    assert "handoff and decision received" in story and "expected 1, current 2" in story
+    assert "revisions [1, 2] kept" in story and "the superseded one left out" in story
+    assert story.endswith("handoff demo: every step held")
+    assert live_daemon(tmp_path / ".agent_memory") is None  # the demo stops the daemon it started

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory import MemoryManager
+from agent_memory.bench.coding_notes import load_notes
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.errors import DuplicateTurn, InvalidInput, MemoryNotFound
@@ -169,3 +170,25 @@ async def test_a_note_whose_source_file_changed_since_its_commit_is_stale(tmp_pa
         unknown = await manager.notes.write("Odd.", source={"path": "app.py", "commit": "deadbeef"})
         unsure = await manager.notes.get(unknown.memory.memory_id, check_source=True)
         assert unsure.stale is None and "git could not compare" in (unsure.stale_reason or "")
+
+
+async def test_notes_recall_weighs_a_keyword_hit_by_the_share_of_the_question_it_holds(manager: MemoryManager) -> None:
+    """memory_recall's path ranks with notes.keyword_evidence (1.0): on the shipped coding notes a paraphrased
+    question's note comes first there, while retrieve(), with conversation's settings, buries it under keyword
+    hits on one weak word ("errors"). Turned off, the two paths rank alike."""
+    notes = load_notes()
+    written = {}
+    for note in notes.notes:
+        kind = "note" if note.kind == "handoff" else note.kind
+        written[note.note_id] = (await manager.notes.write(note.text, kind=kind)).memory.memory_id
+    question = next(q for q in notes.queries if q.query_id == "q04")  # currency amounts kept without precision errors
+    (wanted,) = [written[n] for n in question.relevant]
+    assert manager.config.notes.keyword_evidence == 1.0 and manager.config.retrieval.keyword_evidence == 0.0
+    recalled = [result.memory.memory_id for result, _ in await manager.notes.recall(question.text, k=5)]
+    retrieved = [result.memory.memory_id for result in await manager.retrieve(question.text, k=5)]
+    assert recalled[0] == wanted and wanted not in retrieved
+    manager.config = manager.config.model_copy(
+        update={"notes": manager.config.notes.model_copy(update={"keyword_evidence": 0.0})}
+    )
+    again = [result.memory.memory_id for result, _ in await manager.notes.recall(question.text, k=5)]
+    assert again == [result.memory.memory_id for result in await manager.retrieve(question.text, k=5)]

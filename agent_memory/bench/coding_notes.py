@@ -7,10 +7,13 @@ words ("paraphrased"), each naming the note(s) that answer it. It is ours, so it
 `coding_notes_heldout.json` is a second project's (72 notes, 60 questions, 30 of each kind), written apart from
 the first without running the retriever, for checking on other notes what was chosen on the first
 (`load_notes(name=HELDOUT)`; its paraphrased questions share no word of six letters or more with their note).
+`coding_notes_third.json` (`THIRD`: 70 notes, 56 questions) is a third project's, written the same way after
+notes' retrieval setting was chosen with the first two in view, and scored once: the unbiased figure.
 
 Each note is written as one user turn in a session of its own (`process_turns`, `save.keep_all`, so every note is
 a memory), dated `day` days after the first note; the questions are asked a day after the last note, through
-`retrieve(k=5)`, which records its accesses as an agent's retrievals do. A question is a hit when a memory of one
+`notes.recall(k=5)`, what `memory_recall` asks (retrieve() with `notes.keyword_evidence`), which records its
+accesses as an agent's retrievals do. A question is a hit when a memory of one
 of its notes is in the top 5; MRR is over those 5. Each configuration gets a fresh store (68 turns: a few seconds),
 so what one configuration's questions recorded cannot move another's. The order check asks the same questions
 in the listed order and reversed, each on a fresh store, and counts the questions whose top 5 differ.
@@ -38,7 +41,8 @@ from agent_memory.models import RetrievalResult, TurnInput
 FIRST_NOTE_AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)  # the project's first note; a fixed date, so runs agree
 K = 5
 SHIPPED = "coding_notes"  # the set the defaults were judged on
-HELDOUT = "coding_notes_heldout"  # another project's notes, written apart from it and never used to choose a setting
+HELDOUT = "coding_notes_heldout"  # another project's notes, written apart from it (read before notes' setting)
+THIRD = "coding_notes_third"  # a third project's, written after the settings were chosen and scored once
 KINDS = ("literal", "paraphrased")
 ALONE_OFF: dict[str, Any] = {  # everything beside one search layer switched off: that layer's ranking alone
     "keyword_weight": 0.0,
@@ -70,7 +74,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "evidence floor 0.3": {"evidence_floor": 0.3},
     "evidence floor 0.5": {"evidence_floor": 0.5},
     "keyword evidence 0.34": {"keyword_evidence": 0.34},
-    "keyword evidence 1.0": {"keyword_evidence": 1.0},
+    "keyword evidence off": {"keyword_evidence": 0.0},
     "floor 0.3 + kw ev. 0.34": {"evidence_floor": 0.3, "keyword_evidence": 0.34},
     "floor 0.5 + kw ev. 0.34": {"evidence_floor": 0.5, "keyword_evidence": 0.34},
 }
@@ -110,7 +114,7 @@ class NoteSet:
 
 
 def load_notes(path: Path | None = None, *, name: str = SHIPPED) -> NoteSet:
-    """A set that ships with the package (SHIPPED, or HELDOUT), or another file of the same shape at `path`."""
+    """A set that ships with the package (SHIPPED, HELDOUT, THIRD), or another file of the same shape at `path`."""
     text = (
         path.read_text("utf-8")
         if path
@@ -132,11 +136,18 @@ def notes_config(
     data_dir: Path, retrieval: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> Config:
     """The shipped defaults (and AGENT_MEMORY__ overrides from `environ`, the process's when None), every note
-    kept, image memory off."""
+    kept, image memory off, `retrieval` changed over them. Notes' recall ranks with notes.keyword_evidence in
+    place of retrieval.keyword_evidence; here both hold the same value (the variant's when it names one), so
+    notes.recall(), retrieve() and the diagnosis's recall() rank alike."""
     config = load_config(environ=environ, data_dir=str(data_dir), save__keep_all=True, image__enabled=False)
-    if retrieval:
-        config = config.model_copy(update={"retrieval": config.retrieval.model_copy(update=dict(retrieval))})
-    return config
+    changes = dict(retrieval or {})
+    evidence = changes.pop("keyword_evidence", config.notes.keyword_evidence)
+    return config.model_copy(
+        update={
+            "retrieval": config.retrieval.model_copy(update=changes | {"keyword_evidence": evidence}),
+            "notes": config.notes.model_copy(update={"keyword_evidence": evidence}),
+        }
+    )
 
 
 async def write_notes(manager: MemoryManager, notes: Sequence[Note]) -> dict[str, str]:
@@ -161,15 +172,15 @@ class Answer:
 async def ask_all(
     config: Config, embedder: Embedder, notes: NoteSet, order: Sequence[NoteQuery] | None = None
 ) -> list[Answer]:
-    """A fresh store in `config.data_dir`, every note written, every question asked once through retrieve(k=5),
-    in `order` (the file's when None). The clock stands at the time the questions are asked, so the accesses
+    """A fresh store in `config.data_dir`, every note written, every question asked once through notes.recall(k=5)
+    (what memory_recall asks), in `order` (the file's when None). The clock stands at the time the questions are asked, so the accesses
     they record are dated then too."""
     asked_at = notes.asked_at
     async with MemoryManager.open(config, embedder=embedder, clock=lambda: asked_at) as manager:
         owners = await write_notes(manager, notes.notes)
         answers = []
         for query in order or notes.queries:
-            results = await manager.retrieve(query.text, k=K, now=asked_at)
+            results = [result for result, _ in await manager.notes.recall(query.text, k=K)]
             ranked = tuple(owners.get(r.memory.memory_id, "?") for r in results)
             answers.append(Answer(query, ranked, tuple(results)))
     return answers

@@ -74,18 +74,20 @@ async def through_the_runtime(data_dir: Path, one: ChatServer, two: ChatServer) 
 
 
 @contextlib.asynccontextmanager
-async def proxy_for(memory: DaemonMemory, server: ChatServer, token: str) -> AsyncIterator[str]:
+async def proxy_for(memory: DaemonMemory, server: ChatServer, token: str) -> AsyncIterator[tuple[str, MemoryProxy]]:
     model = ChatModel(f"openai/{server.name}", **server.model_options())
-    app = create_proxy_app(MemoryProxy(memory, model, token))
+    proxy = MemoryProxy(memory, model, token)
+    app = create_proxy_app(proxy)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     serving = asyncio.create_task(uv.serve(sockets=[sock]))
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1", proxy
     finally:
         uv.should_exit = True
         await serving
+        await proxy.drain()
         await model.aclose()
 
 
@@ -103,8 +105,9 @@ async def through_the_proxy(data_dir: Path, one: ChatServer, two: ChatServer) ->
     try:
         await memory.connect()
         token = read_token(data_dir)
-        async with proxy_for(memory, one, token) as first, proxy_for(memory, two, token) as second:
+        async with proxy_for(memory, one, token) as (first, alpha_proxy), proxy_for(memory, two, token) as (second, _):
             await ask(first, token, "I work at Initech.")
+            await alpha_proxy.drain()  # the proxy records behind its answers: the user turns to beta after that
             answer, facts = await ask(second, token, "Where do I work?")
             print(f"  beta's proxy answered {answer!r}, facts sent: {facts or '-'}")
     finally:

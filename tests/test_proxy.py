@@ -35,20 +35,31 @@ def upstream() -> Iterator[ChatServer]:
 
 
 @contextlib.asynccontextmanager
-async def proxy_at(manager: MemoryManager, upstream: ChatServer) -> AsyncIterator[str]:
-    """The proxy's base URL while it serves; its daemon is the daemon's app over `manager`."""
+async def proxy_at(manager: MemoryManager, upstream: ChatServer, **options: Any) -> AsyncIterator[str]:
+    """The proxy's base URL while it serves; its daemon is the daemon's app over `manager`. On leaving, it has
+    recorded every answer it gave (drain, as serve_proxy does)."""
+    async with serving_proxy(manager, upstream, **options) as (url, _):
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def serving_proxy(
+    manager: MemoryManager, upstream: ChatServer, **options: Any
+) -> AsyncIterator[tuple[str, MemoryProxy]]:
     daemon = DaemonClient("http://daemon", TOKEN, transport=httpx.ASGITransport(create_app(manager, token=TOKEN)))
     model = ChatModel("openai/upstream-model", **upstream.model_options())
-    app = create_proxy_app(MemoryProxy(daemon, model, TOKEN))
+    proxy = MemoryProxy(daemon, model, TOKEN, **options)
+    app = create_proxy_app(proxy)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # bound here, so the port is known at once; connections wait in its backlog
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1", proxy
     finally:
         server.should_exit = True
         await serving
+        await proxy.drain()
         await daemon.aclose()
         await model.aclose()
 
@@ -149,3 +160,58 @@ def test_a_user_that_is_not_an_identifier_is_hashed_into_a_namespace() -> None:
     assert namespace_for("alice") == "alice"
     hashed = namespace_for("Alice Smith <alice@example.com>")
     assert hashed.startswith("user-") and hashed == namespace_for("Alice Smith <alice@example.com>")
+
+
+async def session_turns(manager: MemoryManager, session_id: str) -> list[tuple[int, str, str]]:
+    """The session's turns in turn order: number, role and the words the log holds."""
+    rows = await manager.records._fetch(
+        "SELECT turn_id, turn_number, role FROM turns WHERE session_id = ? ORDER BY turn_number", (session_id,)
+    )
+    return [(int(n), str(role), (await manager.read_turn(turn_id)).content) for turn_id, n, role in rows]
+
+
+async def test_a_sessions_exchanges_recorded_behind_the_answers_keep_their_order(
+    manager: MemoryManager, upstream: ChatServer
+) -> None:
+    """Recorded behind the answer (the default): four questions of one conversation, sent back to back, come back
+    answered; once the proxy has drained, the session holds each question and its answer, in the order asked."""
+    upstream.responder = lambda request: f"You said: {prompt_text(request).splitlines()[-1][-30:]}"
+    headers = {"x-agent-memory-session": "one-conversation"}
+    asked = [f"Question number {n}: what did I plant in bed {n}?" for n in range(4)]
+    async with serving_proxy(manager, upstream) as (url, proxy):
+        async with openai.AsyncOpenAI(base_url=url, api_key=TOKEN, default_headers=headers) as client:
+            answers = []
+            for question in asked:
+                messages = [{"role": "user", "content": question}]
+                completion = await client.chat.completions.create(model="any", messages=messages)
+                answers.append(completion.choices[0].message.content)
+        await proxy.drain()
+        assert not proxy._behind  # nothing is left waiting once drained
+    recorded = await session_turns(manager, "one-conversation")
+    assert [(role, text) for _, role, text in recorded] == [
+        pair
+        for question, answer in zip(asked, answers, strict=True)
+        for pair in (("user", question), ("assistant", answer))
+    ]
+    assert [n for n, _, _ in recorded] == sorted(n for n, _, _ in recorded)
+
+
+async def test_with_record_first_a_failed_recording_is_the_warning_header_and_behind_it_is_logged(
+    manager: MemoryManager, upstream: ChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The answer stands either way. An answer over max_turn_bytes (8 MiB) cannot be recorded: with record_first
+    the response says so in x-agent-memory-warning; recorded behind the answer, the failure is logged."""
+    huge = "thunder " * (9 * 1024 * 1024 // 8)  # 9 MiB
+    upstream.responder = lambda request: huge
+    for record_first in (True, False):
+        async with serving_proxy(manager, upstream, record_first=record_first) as (url, proxy):
+            async with openai.AsyncOpenAI(base_url=url, api_key=TOKEN, max_retries=0) as client:
+                raw = await client.chat.completions.with_raw_response.create(model="any", messages=MESSAGES)
+            await proxy.drain()
+        assert raw.parse().choices[0].message.content == huge
+        if record_first:
+            assert "the turns were not recorded" in raw.headers["x-agent-memory-warning"]
+        else:
+            assert "x-agent-memory-warning" not in raw.headers
+            assert any("the turns were not recorded" in r.getMessage() for r in caplog.records)
+    assert await turns(manager) == 0

@@ -218,11 +218,11 @@ def _clock() -> Iterator[list[float]]:
         took.append((time.perf_counter() - started) * 1000)
 
 
-def _start_proxy(store: Path, upstream: ChatServer) -> tuple[subprocess.Popen[str], str]:
+def _start_proxy(store: Path, upstream: ChatServer, record_first: bool) -> tuple[subprocess.Popen[str], str]:
     """`agent-memory proxy` for the daemon of `store`, on a free port; its base URL."""
     command = [sys.executable, "-c", "from agent_memory.interfaces.cli import main; raise SystemExit(main())"]
     command += ["--data-dir", str(store), "proxy", "--upstream", MODEL, "--api-base", upstream.api_base]
-    command += ["--api-key-env", UPSTREAM_KEY_ENV, "--no-start"]
+    command += ["--api-key-env", UPSTREAM_KEY_ENV, "--no-start", *(["--record-first"] if record_first else [])]
     env = {**os.environ, UPSTREAM_KEY_ENV: "bench-upstream-key"}
     process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     assert process.stderr is not None
@@ -235,8 +235,11 @@ def _start_proxy(store: Path, upstream: ChatServer) -> tuple[subprocess.Popen[st
     raise RuntimeError(f"the proxy exited with {process.returncode} before it served")
 
 
-async def measure_proxy(store: Path, messages: Sequence[str], *, warmup: int, pace: float = 0.0) -> ProxyFigures:
-    """Proxy round trips against direct upstream calls, through the openai client, on a daemon over `store`."""
+async def measure_proxy(
+    store: Path, messages: Sequence[str], *, warmup: int, pace: float = 0.0, record_first: bool = False
+) -> ProxyFigures:
+    """Proxy round trips against direct upstream calls, through the openai client, on a daemon over `store`
+    (`record_first`: the proxy answers only once it has recorded, `agent-memory proxy --record-first`)."""
     import openai
 
     from agent_memory.interfaces.autostart import daemon_client, stop_daemon
@@ -247,7 +250,7 @@ async def measure_proxy(store: Path, messages: Sequence[str], *, warmup: int, pa
     with ChatServer(brief, name="upstream") as upstream:
         daemon = await daemon_client(store, start=True)
         await daemon.aclose()
-        process, base_url = await asyncio.to_thread(_start_proxy, store, upstream)
+        process, base_url = await asyncio.to_thread(_start_proxy, store, upstream, record_first)
         owner = live_daemon(store)
         pids = [process.pid] + ([owner.pid] if owner is not None else [])
         headers = {"x-agent-memory-session": "proxy-bench"}
@@ -299,6 +302,7 @@ async def run(
     keep: Path | None,
     proxy: bool = True,
     pace: float = 0.0,
+    record_first: bool = False,
 ) -> tuple[RuntimeFigures, ProxyFigures | None]:
     """Build (or reuse) the store, then time the runtime and the proxy, each on its own copy."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -308,7 +312,9 @@ async def run(
         runtime = await measure_runtime(copy_store(kept, Path(scratch) / "runtime"), messages, warmup=warmup, pace=pace)
         proxied = None
         if proxy:
-            proxied = await measure_proxy(copy_store(kept, Path(scratch) / "proxy"), messages, warmup=warmup, pace=pace)
+            proxied = await measure_proxy(
+                copy_store(kept, Path(scratch) / "proxy"), messages, warmup=warmup, pace=pace, record_first=record_first
+            )
     return runtime, proxied
 
 
@@ -358,6 +364,7 @@ def arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--keep", type=Path, help="keep the built store here (shared with bench_retrieve.py)")
     parser.add_argument("--no-proxy", action="store_true", help="time the runtime only")
+    parser.add_argument("--record-first", action="store_true", help="the proxy records before it answers")
     parser.add_argument("--pace", type=float, default=0.0, help="seconds between turns (0: back to back)")
     parser.add_argument("--proof", action="store_true", help="run the long-conversation proof instead")
     parser.add_argument("--proof-turns", type=int, default=2000)
@@ -377,7 +384,7 @@ def main(args: argparse.Namespace) -> int:
     runtime, proxy = asyncio.run(
         run(
             size=args.size, seed=args.seed, pool=args.pool, turns=args.turns, warmup=args.warmup, keep=args.keep,
-            proxy=not args.no_proxy, pace=args.pace,
+            proxy=not args.no_proxy, pace=args.pace, record_first=args.record_first,
         )
     )  # fmt: skip
     print(render(runtime, proxy, warmup=args.warmup))

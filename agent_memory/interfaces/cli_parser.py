@@ -221,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument("--namespace", default="default", help="for requests naming no user (default: default)")
     proxy.add_argument("--memory-tokens", type=_positive, default=1024, help="the memory block's budget (1024)")
     proxy.add_argument("--no-start", action="store_true", help="do not start a daemon when none runs: fail instead")
+    proxy.add_argument(
+        "--record-first",
+        action="store_true",
+        help="answer only once both turns are recorded (a failure is then the x-agent-memory-warning header); "
+        "by default they are recorded behind the answer",
+    )
     chat = commands.add_parser("chat", help="a terminal chat with memory, showing what each turn used")
     chat.add_argument("--model", required=True, help="a litellm model string (ollama/llama3.1, openai/gpt-4o, ...)")
     chat.add_argument("--namespace", default="default", help="whose memory (default: default)")

@@ -88,7 +88,9 @@ async def cmd_proxy(config: Config, args: argparse.Namespace) -> int:
     memory = DaemonMemory(config.data_dir, config_path=args.config, start=not args.no_start)
     try:
         await memory.connect()  # the daemon first: its token must exist
-        proxy = MemoryProxy(memory, upstream, read_token(config.data_dir), namespace=args.namespace)
+        proxy = MemoryProxy(
+            memory, upstream, read_token(config.data_dir), namespace=args.namespace, record_first=args.record_first
+        )
         proxy.memory_tokens = args.memory_tokens
         await serve_proxy(proxy, port=args.port)
     finally:

@@ -15,8 +15,16 @@ identifier is hashed into one); neither: the proxy's --namespace. A conversation
 Every failure is an OpenAI-style error (`{"error": {"message", "type", "param", "code"}}`), never a traceback:
 401 without the daemon's token, 400 for a body that is not a chat request, 503 when the memory cannot be read,
 502 (504 on a timeout) when the upstream fails; then nothing is recorded. Once the upstream has answered, the
-answer is returned whatever fails after it: a failure to record is the `x-agent-memory-warning` header (logged too,
-when streaming).
+answer is returned whatever fails after it.
+
+The two turns are recorded behind the answer (`record_first=False`, the default): the answer goes back as soon as
+the upstream gives it, and the recording, the save decision and the policy step run after it, in order within a
+session (a session's exchanges are recorded one after another, in the order their answers came, with the turn
+numbers taken then). A failure there is logged. `drain()` waits for what is still being recorded; `serve_proxy`
+drains before it returns, so a stopped proxy has recorded every answer it gave; only a killed one can lose the
+exchanges of its last moments (the agent holds them in its own transcript). With `record_first=True`
+(`agent-memory proxy --record-first`) each answer waits for its recording, and a failure to record is the
+`x-agent-memory-warning` header (logged, when streaming).
 """
 
 from __future__ import annotations
@@ -94,6 +102,10 @@ class MemoryProxy:
     namespace: str = "default"
     memory_tokens: int = MEMORY_TOKENS
     numbers: TurnNumbers = field(default_factory=TurnNumbers)
+    record_first: bool = False
+    """Wait for an exchange's recording before answering (its failure is then a header); else record behind."""
+    _behind: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict, init=False, repr=False)
+    """Each session's latest recording behind an answer (it waits for the session's earlier ones)."""
 
     async def completions(self, request: Request) -> Response:
         try:
@@ -112,6 +124,9 @@ class MemoryProxy:
             log.exception("the proxy failed on a request")
             await _settled(locals().get("prepared"))
             return ProxyError(500, f"internal error: {type(exc).__name__}: {exc}", kind="server_error").response()
+        if not self.record_first:
+            self._record_behind(asked, _content(answer.response), prepared)
+            return JSONResponse(answer.response, headers=headers)
         warning = await self._record(asked, _content(answer.response), prepared)
         if warning:
             headers[WARNING_HEADER] = _header_text(warning)
@@ -171,6 +186,10 @@ class MemoryProxy:
             yield _event({"error": {"message": str(error), "type": error.kind, "param": None, "code": error.code}})
             await _settled(prepared)
             return
+        if not self.record_first:
+            self._record_behind(asked, "".join(said), prepared)
+            yield b"data: [DONE]\n\n"
+            return
         warning = await self._record(asked, "".join(said), prepared)
         if warning:
             log.warning("%s", warning)
@@ -184,7 +203,38 @@ class MemoryProxy:
         except Exception:
             log.debug("the daemon could not embed the message ahead; it does when the turn is recorded", exc_info=True)
 
-    async def _record(self, asked: Asked, answer: str, prepared: Prepared) -> str | None:
+    def _record_behind(self, asked: Asked, answer: str, prepared: Prepared) -> None:
+        """Record the exchange after the answer has gone: the turn numbers are taken now, in the order the answers
+        came, and the session's earlier recording is waited for first, so its turns stay in order."""
+        key = (asked.namespace, asked.session_id)
+        wanted = bool(asked.query and answer.strip())  # a tool round, or an answer with no text: nothing to record
+        taken = self.numbers.take(asked.namespace, asked.session_id, 2) if wanted else None
+        task = asyncio.create_task(self._after(self._behind.get(key), asked, answer, prepared, taken))
+        self._behind[key] = task
+        task.add_done_callback(lambda done: self._behind.pop(key) if self._behind.get(key) is done else None)
+
+    async def _after(
+        self,
+        earlier: asyncio.Task[None] | None,
+        asked: Asked,
+        answer: str,
+        prepared: Prepared,
+        taken: Sequence[int] | None,
+    ) -> None:
+        if earlier is not None:
+            await asyncio.wait([earlier])  # its failure was logged there; this exchange is recorded regardless
+        warning = await self._record(asked, answer, prepared, taken)
+        if warning:
+            log.warning("session %s: %s", asked.session_id, warning)
+
+    async def drain(self) -> None:
+        """Wait until every exchange answered so far is recorded (or its failure logged)."""
+        while self._behind:
+            await asyncio.wait(list(self._behind.values()))
+
+    async def _record(
+        self, asked: Asked, answer: str, prepared: Prepared, taken: Sequence[int] | None = None
+    ) -> str | None:
         """Both turns, then the policy step on their facts; what failed, as a warning (the answer stands)."""
         await _settled(prepared)
         if not asked.query or not answer.strip():
@@ -192,7 +242,7 @@ class MemoryProxy:
         try:
             processed = await record_exchange(
                 self.memory, self.numbers, namespace=asked.namespace, session_id=asked.session_id,
-                user=asked.query, answer=answer,
+                user=asked.query, answer=answer, taken=taken,
             )  # fmt: skip
         except Exception as exc:
             return f"the turns were not recorded: {type(exc).__name__}: {exc}"
@@ -327,4 +377,7 @@ async def serve_proxy(proxy: MemoryProxy, *, port: int) -> None:
                 sys.stderr.flush()
 
     server.startup = startup  # type: ignore[method-assign]
-    await server.serve()
+    try:
+        await server.serve()
+    finally:
+        await proxy.drain()  # every answer given is recorded before the proxy exits

@@ -85,9 +85,11 @@ async def record_exchange(
     session_id: str,
     user: str,
     answer: str,
+    taken: Sequence[int] | None = None,
 ) -> list[Processed]:
-    """The user's turn and the answer, logged together (one batch: both or neither)."""
-    first, second = numbers.take(namespace, session_id, 2)
+    """The user's turn and the answer, logged together (one batch: both or neither). `taken`: the two turn numbers
+    when the caller took them already (the proxy takes them in the order the answers came, and records later)."""
+    first, second = taken if taken is not None else numbers.take(namespace, session_id, 2)
     turns = [
         TurnInput(session_id, first, user, role="user", namespace=namespace),
         TurnInput(session_id, second, answer, role="assistant", namespace=namespace),

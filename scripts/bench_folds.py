@@ -4,6 +4,10 @@
 Usage: python scripts/bench_folds.py --dataset locomo --data ../shared/data/locomo/locomo_dev.json \
     --data-dir DIR --variant 'anchors off=event_anchors:false' --variant 'evidence=keyword_evidence:true' [--out F]
 DIR is a store the harness filled (agent-memory --data-dir DIR bench ..., every turn kept).
+
+With --baseline-dir OTHER, two stores of the same data are compared instead (say, one ingested with
+AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION=float32 and one with int8): each asked with the shipped defaults,
+DIR's per-question figures against OTHER's, per fold and with the same paired, clustered bootstrap.
 """
 
 import argparse
@@ -12,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from agent_memory.bench.folds import compare, figures, format_comparison, parse_variants
+from agent_memory.bench.folds import compare, figures, format_comparison, parse_variants, stores_compared
 
 
 def main() -> int:
@@ -22,11 +26,20 @@ def main() -> int:
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--budget", type=int, default=2048)
     parser.add_argument("--variant", action="append", default=[], help="NAME=key:value,key:value")
+    parser.add_argument("--baseline-dir", type=Path, help="another store of the same data: compare DIR against it")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    variants = parse_variants(args.variant)
-    results = asyncio.run(figures(args.data_dir, args.dataset, args.data, variants, budget=args.budget))
-    report = compare(results, "shipped defaults")
+    if args.baseline_dir is not None:
+        if args.variant:
+            parser.error("--baseline-dir compares two stores with the shipped defaults: give no --variant")
+        results = asyncio.run(
+            stores_compared(args.data_dir, args.baseline_dir, args.dataset, args.data, budget=args.budget)
+        )
+        report = compare(results, "baseline store")
+    else:
+        variants = parse_variants(args.variant)
+        results = asyncio.run(figures(args.data_dir, args.dataset, args.data, variants, budget=args.budget))
+        report = compare(results, "shipped defaults")
     print(format_comparison(report, args.dataset))
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -52,6 +52,17 @@ async def figures(
     return out
 
 
+async def stores_compared(
+    data_dir: Path, baseline_dir: Path, dataset: str, data: Path, *, budget: int = 2048
+) -> dict[str, dict[str, Rows]]:
+    """Two stores of the same data, each asked with the shipped defaults: {"baseline store": ..., "this store": ...}
+    in figures()'s shape, so compare() pairs them question by question."""
+    plain: dict[str, dict[str, Any]] = {"shipped defaults": {}}
+    baseline = (await figures(baseline_dir, dataset, data, plain, budget=budget))["shipped defaults"]
+    this = (await figures(data_dir, dataset, data, plain, budget=budget))["shipped defaults"]
+    return {"baseline store": baseline, "this store": this}
+
+
 def clustered_interval(after: Rows, before: Rows, *, draws: int = 2000, seed: int = 22) -> tuple[float, float, float]:
     """Pooled mean difference and a 95% percentile interval: resample groups, then questions within each."""
     deltas = {g: [a - b for a, b in zip(after[g], before[g], strict=True)] for g in before}

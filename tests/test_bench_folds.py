@@ -1,0 +1,40 @@
+"""The fold comparison (bench/folds.py) that judges every retrieval setting: its differences and intervals, on figures
+made up here so the answer is known. The benchmark itself reads ../shared/data and is not run by the suite."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_memory.bench.folds import clustered_interval, compare, parse_variants
+
+
+def test_a_difference_is_paired_per_question_and_its_interval_holds_it() -> None:
+    before = {"a": [0.0, 1.0, 0.0, 1.0], "b": [1.0, 1.0, 0.0, 0.0]}
+    after = {"a": [1.0, 1.0, 0.0, 1.0], "b": [1.0, 1.0, 1.0, 0.0]}  # one question more in each group
+    mean, low, high = clustered_interval(after, before)
+    assert mean == pytest.approx(0.25) and 0.0 <= low <= mean <= high <= 1.0  # no question got worse: low >= 0
+    assert clustered_interval(before, before) == (0.0, 0.0, 0.0)
+
+
+def test_compare_reports_each_folds_difference_and_whether_it_pays_in_every_one() -> None:
+    base = {"recall": {"conv-1": [0.0, 1.0], "conv-2": [1.0, 0.0]}, "mrr": {"conv-1": [0.5, 0.5], "conv-2": [0.5, 0.5]}}
+    better = {
+        "recall": {"conv-1": [1.0, 1.0], "conv-2": [1.0, 1.0]},
+        "mrr": {"conv-1": [0.5, 1.0], "conv-2": [0.5, 0.5]},
+    }
+    report = compare({"baseline": base, "better": better}, "baseline")
+    recall = report["better"]["recall"]
+    assert recall["pooled"] == 1.0 and recall["fold_deltas"] == {"conv-1": 0.5, "conv-2": 0.5}
+    assert recall["delta"] == 0.5 and recall["pays_every_fold"] is True
+    mrr = report["better"]["mrr"]
+    assert mrr["fold_deltas"] == {"conv-1": 0.25, "conv-2": 0.0} and mrr["pays_every_fold"] is False
+    assert report["baseline"]["recall"]["delta"] == 0.0
+
+
+def test_a_variant_is_named_settings_as_json_scalars_beside_the_defaults() -> None:
+    variants = parse_variants(['blend=fusion:"blend",rrf_k:30', "no graph=graph_weight:0"])
+    assert variants == {
+        "shipped defaults": {},
+        "blend": {"fusion": "blend", "rrf_k": 30},
+        "no graph": {"graph_weight": 0},
+    }

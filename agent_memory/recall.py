@@ -190,7 +190,7 @@ class Recall:
             jobs.append(_layer(timings, "keyword", search))
         # a date ("in May 2023"), the time layer's or another one in the question, is not a literal to find
         spoken = without_time_phrases(words, now=query.now) if words else words
-        terms = grep_terms(spoken) if spoken else []
+        terms = grep_terms(spoken, names=config.grep_names) if spoken else []
         if config.grep_weight > 0 and terms and "grep" not in query.without:
             jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
         if full:

@@ -284,6 +284,14 @@ def test_grep_terms(query: str, expected: list[str]) -> None:
     assert grep_terms(query) == expected
 
 
+def test_without_names_a_full_name_is_no_term_and_the_rest_stay() -> None:
+    """retrieval.grep_names = false (the default): the name and its words go, the number and the file stay."""
+    query = "Did Liam Silva send the 4921 invoice as report_v2.pdf?"
+    assert grep_terms(query) == ["Liam Silva", "4921", "report_v2.pdf"]
+    assert grep_terms(query, names=False) == ["4921", "report_v2.pdf"]
+    assert grep_terms("Tell me about the Golden Gate Bridge trip", names=False) == []
+
+
 def test_rg_output_lines_give_the_path_the_offset_and_the_line() -> None:
     line = '{"content":"call 4921 at 10:30","at":"2024-01-01"}'
     raw = b"/data/logs/segment-00000002.jsonl\x00" + b"1234:" + line.encode() + b"\n"

@@ -56,12 +56,14 @@ _OPENERS = frozenset(
 )
 
 
-def grep_terms(query: str) -> list[str]:
-    """Exact-search terms of `query` in the order they appear, case-insensitively unique, at most MAX_TERMS."""
+def grep_terms(query: str, *, names: bool = True) -> list[str]:
+    """Exact-search terms of `query` in the order they appear, case-insensitively unique, at most MAX_TERMS; with
+    `names` false, full names are not among them (their words are then no term either)."""
     masked, found = _take_quotes(query)
-    names = list(_names(masked))
-    found += names
-    taken = [(start, start + len(term)) for start, term in names]
+    names_found = list(_names(masked))
+    if names:
+        found += names_found
+    taken = [(start, start + len(term)) for start, term in names_found]
     found += [(start, term) for start, term in _candidates(masked) if not _inside(start, taken)]
     return _unique(term for _, term in sorted(found, key=lambda item: item[0]))
 

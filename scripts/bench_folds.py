@@ -29,6 +29,9 @@ def main() -> int:
     parser.add_argument("--baseline-dir", type=Path, help="another store of the same data: compare DIR against it")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    for name, folder in (("--data-dir", args.data_dir), ("--baseline-dir", args.baseline_dir)):
+        if folder is not None and not (folder / "memory.db").is_file():  # opening it would make an empty store
+            parser.error(f"{name} {folder}: no store there (no memory.db); fill one with agent-memory bench first")
     if args.baseline_dir is not None:
         if args.variant:
             parser.error("--baseline-dir compares two stores with the shipped defaults: give no --variant")

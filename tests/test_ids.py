@@ -1,4 +1,4 @@
-"""Memory ids (models.new_id): version 7 UUIDs that sort in the order they were made, within a millisecond too."""
+"""Memory ids (ids.new_id): version 7 UUIDs that sort in the order they were made, within a millisecond too."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 
-from agent_memory.models import new_id
+from agent_memory.ids import new_id
 
 
 def test_ids_made_in_one_millisecond_sort_in_the_order_they_were_made() -> None:

@@ -173,8 +173,8 @@ async def ask_all(
     config: Config, embedder: Embedder, notes: NoteSet, order: Sequence[NoteQuery] | None = None
 ) -> list[Answer]:
     """A fresh store in `config.data_dir`, every note written, every question asked once through notes.recall(k=5)
-    (what memory_recall asks), in `order` (the file's when None). The clock stands at the time the questions are asked, so the accesses
-    they record are dated then too."""
+    (what memory_recall asks), in `order` (the file's when None). The clock stands at the time the questions are
+    asked, so the accesses they record are dated then too."""
     asked_at = notes.asked_at
     async with MemoryManager.open(config, embedder=embedder, clock=lambda: asked_at) as manager:
         owners = await write_notes(manager, notes.notes)

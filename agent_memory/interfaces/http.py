@@ -12,14 +12,13 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -45,9 +44,10 @@ from agent_memory.errors import (
     StorageError,
 )
 from agent_memory.interfaces.http_facts import fact_routes
-from agent_memory.interfaces.http_guard import UNAUTHORIZED, CatchAll, RequestGuard, error_body, errors
+from agent_memory.interfaces.http_guard import UNAUTHORIZED, CatchAll, RequestGuard, answers, error_body, errors
 from agent_memory.interfaces.http_notes import note_routes
 from agent_memory.interfaces.http_revisions import revision_routes
+from agent_memory.interfaces.wire import answer, plain
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, Role, TurnInput, TurnResult
 from agent_memory.policy.export import policy_lines
@@ -211,34 +211,33 @@ def turn_json(result: TurnResult) -> dict[str, Any]:
 
 
 def memory_json(memory: Memory) -> dict[str, Any]:
-    return cast(dict[str, Any], jsonable_encoder(asdict(memory)))
+    return cast(dict[str, Any], plain(memory))
 
 
 def result_json(result: RetrievalResult) -> dict[str, Any]:
     layers = {name: {"layer": hit.layer, "rank": hit.rank, "score": hit.score} for name, hit in result.layers.items()}
-    return {"rank": result.rank, "score": result.score, "layers": layers, "memory": memory_json(result.memory)}
+    return {"rank": result.rank, "score": result.score, "layers": layers, "memory": plain(result.memory)}
 
 
 def context_json(context: Context) -> dict[str, Any]:
     items = [{**result_json(item.result), "tokens": item.tokens} for item in context.items]
-    excluded = [asdict(e) for e in context.excluded]
     return {
         "text": context.text,
         "tokens": context.tokens,
         "budget": context.budget,
         "counter": context.counter,
         "items": items,
-        "excluded": excluded,
-        "facts": jsonable_encoder([asdict(f) for f in context.facts]),
+        "excluded": plain(context.excluded),
+        "facts": plain(context.facts),
     }
 
 
 def run_json(run: JobRun) -> dict[str, Any]:
-    return cast(dict[str, Any], jsonable_encoder(asdict(run)))
+    return cast(dict[str, Any], plain(run))
 
 
 def doctor_json(report: DoctorReport) -> dict[str, Any]:
-    data: dict[str, Any] = jsonable_encoder(asdict(report))
+    data: dict[str, Any] = plain(report)
     return {**data, "consistent": report.consistent}
 
 
@@ -299,13 +298,13 @@ class BearerToken:
 def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
     v1 = APIRouter(prefix="/v1")
 
-    @v1.post("/turns", responses=errors(400, 409, 422))
-    async def process_turn(body: TurnBody) -> dict[str, Any]:
-        return turn_json((await manager.process_turns([body.to_input()]))[0])
+    @v1.post("/turns", response_model=None, responses=answers("object", 400, 409, 422))
+    async def process_turn(body: TurnBody) -> Response:
+        return answer(turn_json((await manager.process_turns([body.to_input()]))[0]))
 
-    @v1.post("/turns/bulk", responses=errors(400, 409, 422))
-    async def process_turns(body: BulkBody) -> list[dict[str, Any]]:
-        return [turn_json(r) for r in await manager.process_turns([t.to_input() for t in body.turns])]
+    @v1.post("/turns/bulk", response_model=None, responses=answers("array", 400, 409, 422))
+    async def process_turns(body: BulkBody) -> Response:
+        return answer([turn_json(r) for r in await manager.process_turns([t.to_input() for t in body.turns])])
 
     @v1.post("/turns/prepare", responses=errors(400, 422))
     async def prepare_turns(body: PrepareBody) -> dict[str, int]:
@@ -313,16 +312,16 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
         await manager.prepare_turns(body.texts)
         return {"texts": len(body.texts)}
 
-    @v1.post("/retrieve", responses=errors(400, 422))
-    async def retrieve(body: RetrieveBody) -> list[dict[str, Any]]:
+    @v1.post("/retrieve", response_model=None, responses=answers("array", 400, 422))
+    async def retrieve(body: RetrieveBody) -> Response:
         emotion = body.emotional_context.model_dump() if body.emotional_context else None
         results = await manager.retrieve(
             body.query, emotional_context=emotion, k=body.k, namespace=body.namespace, now=body.now, as_of=body.as_of
         )
-        return [result_json(r) for r in results]
+        return answer([result_json(r) for r in results])
 
-    @v1.post("/context", responses=errors(400, 422))
-    async def context(body: ContextBody) -> dict[str, Any]:
+    @v1.post("/context", response_model=None, responses=answers("object", 400, 422))
+    async def context(body: ContextBody) -> Response:
         emotion = body.emotional_context.model_dump() if body.emotional_context else None
         packed = await manager.context(
             body.query,
@@ -332,12 +331,12 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
             now=body.now,
             as_of=body.as_of,
         )
-        return context_json(packed)
+        return answer(context_json(packed))
 
-    @v1.get("/memories/{memory_id}", responses=errors(404, 422))  # FastAPI would declare its own 422 shape
-    async def get_memory(memory_id: str, original: bool = False) -> dict[str, Any]:
+    @v1.get("/memories/{memory_id}", response_model=None, responses=answers("object", 404, 422))
+    async def get_memory(memory_id: str, original: bool = False) -> Response:
         """`original=true`: also the words of its turn as logged (`original`), which a compressed memory cut."""
-        return memory_json(await manager.get(memory_id, original=original))
+        return answer(memory_json(await manager.get(memory_id, original=original)))
 
     @v1.get("/stats")
     async def stats() -> dict[str, Any]:

@@ -4,16 +4,16 @@ memory, or 422 `invalid_request` for a body of the wrong shape."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any, cast
 
 from fastapi import APIRouter
-from fastapi.encoders import jsonable_encoder
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.facts import KEY_MAX, SOURCE_MAX, VALUE_MAX
-from agent_memory.interfaces.http_guard import errors
+from agent_memory.interfaces.http_guard import answers, errors
+from agent_memory.interfaces.wire import answer, plain
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Fact
 
@@ -37,7 +37,7 @@ class ObserveBody(BaseModel):
 
 
 def _fact(fact: Fact) -> dict[str, Any]:
-    return cast(dict[str, Any], jsonable_encoder(asdict(fact)))
+    return cast(dict[str, Any], plain(fact))
 
 
 def fact_routes(manager: MemoryManager) -> APIRouter:
@@ -68,11 +68,10 @@ def fact_routes(manager: MemoryManager) -> APIRouter:
         found = await manager.facts(subject, as_of=as_of, known_at=known_at, namespace=namespace)
         return [_fact(f) for f in found]
 
-    @v1.post("/facts/observe", responses=errors(400, 404, 422))
-    async def observe(body: ObserveBody) -> list[dict[str, Any]]:
+    @v1.post("/facts/observe", response_model=None, responses=answers("array", 400, 404, 422))
+    async def observe(body: ObserveBody) -> Response:
         """The policy step on the facts these stored turns state (a turn already through it: its decisions)."""
-        decisions = await manager.observe_facts(body.turn_ids)
-        return [cast(dict[str, Any], jsonable_encoder(asdict(d))) for d in decisions]
+        return answer(plain(await manager.observe_facts(body.turn_ids)))
 
     @v1.get("/facts/history", responses=errors(400, 422))
     async def history(subject: str, attribute: str, namespace: str = "default") -> list[dict[str, Any]]:

@@ -76,6 +76,19 @@ def errors(*statuses: int, by_ref: bool = False) -> dict[int | str, dict[str, An
     return {status: {"model": ErrorBody, "description": WHY[status]} for status in statuses}
 
 
+SHAPES: dict[str, dict[str, Any]] = {
+    "object": {"type": "object", "additionalProperties": True},
+    "array": {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+}
+
+
+def answers(shape: str, *statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` of a route that answers with a Response of its own (wire.answer): its 200 as a JSON
+    object or array, which FastAPI cannot infer from the annotation, then these error statuses."""
+    ok = {"description": "Successful Response", "content": {"application/json": {"schema": SHAPES[shape]}}}
+    return {200: ok, **errors(*statuses)}
+
+
 def token_matches(authorization: str | None, expected: bytes) -> bool:
     """Whether an Authorization header value is `Bearer <expected>`, compared in constant time."""
     scheme, _, given = (authorization or "").partition(" ")

@@ -4,15 +4,15 @@ source, cursor or budget is 400 `invalid_input` saying which; a body of the wron
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any, cast
 
 from fastapi import APIRouter
-from fastapi.encoders import jsonable_encoder
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.interfaces.http_guard import errors
+from agent_memory.interfaces.http_guard import answers, errors
+from agent_memory.interfaces.wire import answer, plain
 from agent_memory.manager import MemoryManager
 from agent_memory.note_models import (
     MAX_NOTE_STEPS,
@@ -75,7 +75,7 @@ class BootBody(BaseModel):
 
 
 def note_json(note: Note) -> dict[str, Any]:
-    return cast(dict[str, Any], jsonable_encoder(asdict(note)))
+    return cast(dict[str, Any], plain(note))
 
 
 def page_json(page: NotePage) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def page_json(page: NotePage) -> dict[str, Any]:
 
 
 def boot_json(boot: Boot) -> dict[str, Any]:
-    return cast(dict[str, Any], jsonable_encoder(asdict(boot)))
+    return cast(dict[str, Any], plain(boot))
 
 
 def note_routes(manager: MemoryManager) -> APIRouter:
@@ -91,8 +91,8 @@ def note_routes(manager: MemoryManager) -> APIRouter:
 
     v1 = APIRouter(prefix="/v1")
 
-    @v1.post("/notes", responses=errors(400, 409, 422))
-    async def write(body: NoteBody) -> dict[str, Any]:
+    @v1.post("/notes", response_model=None, responses=answers("object", 400, 409, 422))
+    async def write(body: NoteBody) -> Response:
         """Keep one note; the answer is the note with its memory's id and revision."""
         source = body.source.model_dump(exclude_none=True) if body.source else None
         note = await manager.notes.write(
@@ -106,7 +106,7 @@ def note_routes(manager: MemoryManager) -> APIRouter:
             turn_number=body.turn_number,
             kinds=(*WRITABLE_KINDS, "worklog"),  # a worklog is the Stop hook's (cli_hooks.py); a handoff has its route
         )
-        return note_json(note)
+        return answer(note_json(note))
 
     @v1.post("/handoffs", responses=errors(400, 422))
     async def handoff(body: HandoffBody) -> dict[str, Any]:
@@ -138,21 +138,22 @@ def note_routes(manager: MemoryManager) -> APIRouter:
         """One note with its label; with `check_source`, whether its source file changed since its commit."""
         return note_json(await manager.notes.get(memory_id, check_source=check_source))
 
-    @v1.post("/notes/recall", responses=errors(400, 422))
-    async def recall(body: RecallBody) -> dict[str, Any]:
+    @v1.post("/notes/recall", response_model=None, responses=answers("object", 400, 422))
+    async def recall(body: RecallBody) -> Response:
         """The retrieval for `query`, each result with its note's label (null for a memory of a turn)."""
         found = await manager.notes.recall(body.query, k=body.k, namespace=body.namespace)
-        return {
-            "results": [
-                {**result_json(result), "note": meta.as_dict() if meta is not None else None} for result, meta in found
-            ]
-        }
-
-    @v1.post("/boot", responses=errors(400, 422))
-    async def boot(body: BootBody) -> dict[str, Any]:
-        """The boot context for `task`, inside `budget_tokens` (cl100k_base)."""
-        return boot_json(
-            await manager.notes.boot(body.task, budget_tokens=body.budget_tokens, namespace=body.namespace)
+        return answer(
+            {
+                "results": [
+                    {**result_json(result), "note": plain(meta.as_dict()) if meta else None} for result, meta in found
+                ]
+            }
         )
+
+    @v1.post("/boot", response_model=None, responses=answers("object", 400, 422))
+    async def boot(body: BootBody) -> Response:
+        """The boot context for `task`, inside `budget_tokens` (cl100k_base)."""
+        booted = await manager.notes.boot(body.task, budget_tokens=body.budget_tokens, namespace=body.namespace)
+        return answer(boot_json(booted))
 
     return v1

@@ -5,15 +5,14 @@ and a change to a superseded or merged memory is 409 `not_current`. Included by 
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any, cast
 
 from fastapi import APIRouter
-from fastapi.encoders import jsonable_encoder
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.eraser import REASON_MAX
 from agent_memory.interfaces.http_guard import errors
+from agent_memory.interfaces.wire import plain
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Memory
 from agent_memory.revisions import LABEL_MAX, MAX_REVISION
@@ -58,7 +57,7 @@ class RestoreBody(BaseModel):
 
 
 def _memory(memory: Memory) -> dict[str, Any]:
-    return cast(dict[str, Any], jsonable_encoder(asdict(memory)))
+    return cast(dict[str, Any], plain(memory))
 
 
 def revision_routes(manager: MemoryManager) -> APIRouter:
@@ -111,6 +110,6 @@ def revision_routes(manager: MemoryManager) -> APIRouter:
     @v1.get("/memories/{memory_id}/history", responses=errors(404, 422))
     async def history(memory_id: str) -> list[dict[str, Any]]:
         """Every earlier revision of the memory, oldest first."""
-        return [cast(dict[str, Any], jsonable_encoder(asdict(r))) for r in await manager.history(memory_id)]
+        return cast(list[dict[str, Any]], plain(await manager.history(memory_id)))
 
     return v1

@@ -212,6 +212,8 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 config=self.config,
                 images=self._images_on,
                 recent=self._last_vector.recent,
+                # a question is often the next user turn (the runtime, the proxy): its vector is kept for it
+                embedded=self._prepared.put if self.embedder.query_is_document else None,
             )
             self.recovery = LogRecovery(self.journal, self.records, index=self._index_logged, clock=self.clock)
             self.revisions = Revisions(

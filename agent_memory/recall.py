@@ -82,12 +82,14 @@ class Recall:
         config: Config,
         images: Callable[[], Awaitable[ClipEmbedder | None]] | None = None,
         recent: Callable[[str], np.ndarray | None] | None = None,
+        embedded: Callable[[str, np.ndarray], None] | None = None,
     ) -> None:
         self.records, self.vectors = records, vectors
         self.embedder, self.grep, self.config = embedder, grep, config
         self.images = images  # the image embedder, once image memory is known to be on (None when it is off)
         self._images_known: dict[str, tuple[int, bool]] = {}  # namespace -> (records.commits, has images)
         self.recent = recent  # the vector of a text the write path has just embedded, if it has
+        self.embedded = embedded  # told each question's vector as the model gives it (the write path may keep it)
 
     def settings(self, query: Query) -> RetrievalConfig:
         """The retrieval settings `query` is ranked with: its own, or the configuration's."""
@@ -226,6 +228,8 @@ class Recall:
             vector = self.recent(text) if self.recent is not None else None
             if vector is None:  # a text the write path embedded a moment ago ("embed" is then absent from timings)
                 vector = await _timed(timings, "embed", self.embedder.embed_query(text))
+                if self.embedded is not None:
+                    self.embedded(text, vector)
             embedded["text"] = vector
             jobs: list[Awaitable[dict[str, Hits]]] = []
             where = {"namespace": namespace, "status": "active"}

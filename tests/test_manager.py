@@ -287,3 +287,27 @@ async def test_a_text_prepared_ahead_is_stored_with_the_same_vector_and_not_embe
         blob = await manager.records._fetch("SELECT embedding FROM memories WHERE memory_id = ?", (stored.memory_id,))
     fresh = (await embedder.embed([text]))[0]
     assert again.saved and np.allclose(np.frombuffer(bytes(blob[0][0]), dtype="<f4"), fresh, atol=1e-5)
+
+
+async def test_a_question_said_next_as_a_turn_is_stored_with_its_question_vector(
+    config: Config, embedder: Embedder
+) -> None:
+    """The runtime and the proxy ask with the user's message, then record it: the int8 model gives a question and a
+    stored text the same vector, so the question's is kept and the turn embeds nothing."""
+    counting = CountingEmbedder(embedder)
+    text = "Which ferry did I book to Tangier?"
+    async with MemoryManager.open(config, embedder=counting) as manager:  # type: ignore[arg-type]
+        await manager.process_turn("s1", 1, "I booked the morning ferry to Tangier for the ninth of June.")
+        assert embedder.query_is_document  # the shipped default: both passes through the int8 model
+        asked = await embedder.embed_query(text)
+        await manager.retrieve(text, k=3)
+        before = counting.texts
+        await manager.prepare_turns([text])  # already there: nothing to embed
+        stored = await manager.process_turn("s1", 2, text)
+        assert counting.texts == before
+        blob = await manager.records._fetch("SELECT embedding FROM memories WHERE memory_id = ?", (stored.memory_id,))
+        await manager.process_turn("s1", 3, "Which train did I book to Fez?")  # never asked: embedded
+        assert counting.texts == before + 1
+    own = np.frombuffer(bytes(blob[0][0]), dtype="<f4")
+    assert np.array_equal(asked, (await embedder.embed([text]))[0])
+    assert stored.saved and own.shape == asked.shape

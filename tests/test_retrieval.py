@@ -228,6 +228,7 @@ class Counting:
 
     def __init__(self, inner: Embedder) -> None:
         self.inner, self.name, self.dimension, self.texts = inner, inner.name, inner.dimension, list[str]()
+        self.query_is_document = False  # every text it is given is counted, questions apart
 
     async def load(self) -> None:
         await self.inner.load()

@@ -198,6 +198,7 @@ class PooledEmbedder:
     def __init__(self, pool: np.ndarray, bases: Mapping[str, int], *, noise: float = NOISE) -> None:
         self.pool, self.bases, self.noise = pool, bases, noise
         self.name, self.dimension = "all-MiniLM-L6-v2", int(pool.shape[1])
+        self.query_is_document = True  # a question's vector is its text's pooled vector, as stored
 
     async def load(self) -> None:
         return None

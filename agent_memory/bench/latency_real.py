@@ -90,6 +90,7 @@ class CachingEmbedder:
     def __init__(self, inner: Embedder, path: Path | None = None) -> None:
         self.inner, self.path = inner, path
         self.name, self.dimension = inner.name, inner.dimension
+        self.query_is_document = False  # the cache may hold vectors another precision made
         self._vectors: dict[bytes, np.ndarray] = {}
         self.embedded = 0  # texts that went through the model
 

@@ -81,6 +81,13 @@ class OnnxMiniLmEmbedder:
     async def load(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._thread, self._load_sync)
 
+    @property
+    def query_is_document(self) -> bool:
+        """True once loaded with both passes through the int8 model: a question is one text a pass through the
+        same session, as every stored text is (a float32 document pass batches texts, and padding moves a vector
+        in its last bits)."""
+        return self._session is not None and self._session is self._query_session and self._pass_size == 1
+
     def _load_sync(self) -> None:
         if self._session is not None:
             return

@@ -16,6 +16,12 @@ class Embedder(Protocol):
     name: str
     dimension: int
 
+    @property
+    def query_is_document(self) -> bool:
+        """Whether `embed_query(t)` is exactly the vector `embed([t])` stores (the same model, one text a pass),
+        so a question's vector can be kept for the turn that says it (MemoryManager)."""
+        ...
+
     async def load(self) -> None: ...
     async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
     async def embed_query(self, text: str) -> np.ndarray:
@@ -35,6 +41,7 @@ class MiniLmEmbedder:
     """sentence-transformers on one worker thread; vectors are float32 and L2-normalised."""
 
     dimension = 384
+    query_is_document = False  # sentence-transformers batches what it stores: padding moves a vector's last bits
 
     def __init__(self, model_path: str = "", *, batch_size: int = 64, threads: int = 0) -> None:
         self.model_path = model_path or default_model_path()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,10 @@ async def test_export_is_cached_and_reused(tmp_path: Path) -> None:
     assert np.allclose(await first.embed(["same"]), await second.embed(["same"]))
     await first.aclose()
     await second.aclose()
+    # eager attention: the mask is added, not traced as Where and IsNaN over every token pair (EXPORT_ATTENTION)
+    graph = onnx.load(str(exported[0]), load_external_data=False).graph
+    ops = Counter(node.op_type for node in graph.node)
+    assert ops["Softmax"] == 6 and ops["IsNaN"] == 0 and ops["Where"] <= 2
 
 
 QUESTIONS = [

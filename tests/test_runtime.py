@@ -173,3 +173,43 @@ async def test_a_fact_told_to_one_provider_is_used_through_another(manager: Memo
     assert asked.fact_ids and any("Lisbon" in line for line in asked.facts)
     assert all("Where do I live?" not in prompt_text(r) for r in alpha.requests)  # beta alone was asked
     assert beta.requests[0]["model"] == "beta"
+
+
+async def test_recording_behind_returns_first_then_settles_to_what_recording_first_gives(
+    manager: MemoryManager, server: ChatServer
+) -> None:
+    async with runtime_for(manager, server, record_behind=True) as runtime:
+        turn = await runtime.chat("s1", "My name is Zed and I live in Lisbon.")
+        assert turn.answer == "Noted, thank you." and turn.turn_ids == () and turn.recording is not None
+        assert {"retrieve", "window", "generate"} <= set(turn.timings)
+        settled = await turn.settled()
+        second = await runtime.chat("s1", "I work as a baker.")
+        third = await runtime.chat("s1", "My sister is called Ana.")  # asked before the second is recorded
+    assert second.recording is not None and second.recording.done()  # leaving the runtime drained it
+    assert len(settled.turn_ids) == 2 and settled.recording is None and settled.warnings == ()
+    assert [d.kind for d in settled.decisions][:2] == ["save", "save"]
+    assert any(d.kind == "fact" for d in settled.decisions)
+    assert {"record", "extract"} <= set(settled.timings)
+    assert await turn.settled() == settled  # settling twice gives the same turn
+    logged = [
+        await manager.read_turn(turn_id)
+        for t in (settled, await second.settled(), await third.settled())
+        for turn_id in t.turn_ids
+    ]
+    assert [r.content for r in logged[::2]] == [
+        "My name is Zed and I live in Lisbon.", "I work as a baker.", "My sister is called Ana."
+    ]  # fmt: skip
+    numbers = [r.turn_number for r in logged]
+    assert numbers == sorted(numbers) and len(set(numbers)) == 6  # in the order the answers came
+
+
+async def test_a_failure_behind_the_answer_is_a_warning_of_its_settled_turn(
+    manager: MemoryManager, server: ChatServer
+) -> None:
+    async with runtime_for(FactsFail(manager), server, record_behind=True) as runtime:
+        turn = await runtime.chat("s1", "My name is Zed.")
+        assert turn.warnings == ()
+        settled = await turn.settled()
+    (warning,) = settled.warnings
+    assert "facts were not extracted" in warning and "the facts table is locked" in warning
+    assert len(settled.turn_ids) == 2 and [d.kind for d in settled.decisions] == ["save", "save"]

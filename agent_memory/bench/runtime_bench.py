@@ -57,7 +57,7 @@ from agent_memory.config import load_config
 from agent_memory.engines import make_embedder
 from agent_memory.llm.chat import ChatModel
 from agent_memory.manager import MemoryManager
-from agent_memory.runtime.agent import AgentRuntime
+from agent_memory.runtime.agent import AgentRuntime, ChatTurn
 
 STEPS = ("retrieve", "window", "generate", "record", "extract")
 GOAL_P50_MS, GOAL_P95_MS = 30.0, 60.0
@@ -87,6 +87,7 @@ class RuntimeFigures:
     steps: Mapping[str, float]  # median ms per step
     cpu_overhead_ms: float  # median of (this process's CPU over the turn) - (its CPU over the bare call)
     pace: float  # seconds between turns
+    behind: bool = False  # AgentRuntime(record_behind=True): the CPU figure is then the run's mean per turn
 
 
 @dataclass(frozen=True)
@@ -144,23 +145,30 @@ def chat_messages(turns: Sequence[Turn], count: int, *, seed: int) -> list[str]:
     return [questions[i] if i % 2 == 0 else statements[i] for i in range(count)]
 
 
-async def measure_runtime(store: Path, messages: Sequence[str], *, warmup: int, pace: float = 0.0) -> RuntimeFigures:
-    """AgentRuntime turns over the store in `store`, `pace` seconds apart; the first `warmup` are not timed."""
+async def measure_runtime(
+    store: Path, messages: Sequence[str], *, warmup: int, pace: float = 0.0, record_behind: bool = False
+) -> RuntimeFigures:
+    """AgentRuntime turns over the store in `store`, `pace` seconds apart; the first `warmup` are not timed.
+    `record_behind`: the runtime records each exchange after returning its turn (AgentRuntime(record_behind=True));
+    its record and extract steps are then read from the settled turns, and the CPU overhead is the whole timed
+    run's CPU, less the bare calls', per turn (a recording's CPU falls after its turn ended)."""
     config = load_config(environ={}, data_dir=str(store))
     samples: dict[str, list[float]] = {name: [] for name in (*STEPS, "total", "overhead", "bare", "cpu")}
     with ChatServer(brief, name="upstream") as upstream:
         bare = ChatModel(MODEL, **upstream.model_options())
         async with (
             MemoryManager.open(config) as manager,
-            AgentRuntime(manager, MODEL, **upstream.model_options()) as runtime,
+            AgentRuntime(manager, MODEL, record_behind=record_behind, **upstream.model_options()) as runtime,
         ):
             memories = (await manager.stats())["records"]["memories"]
             if manager.records.keyword_index is not None:
                 await manager.records.keyword_index.wait()
             load = os.getloadavg()[0]
+            returned: list[ChatTurn] = []
+            run_cpu, bare_total = 0.0, 0.0
             for number, text in enumerate(messages):
                 if number == warmup:
-                    load = os.getloadavg()[0]
+                    load, run_cpu = os.getloadavg()[0], _cpu()
                 cpu, started = _cpu(), time.perf_counter()
                 turn = await runtime.chat("bench", text)
                 total, cpu = (time.perf_counter() - started) * 1000, _cpu() - cpu
@@ -173,13 +181,19 @@ async def measure_runtime(store: Path, messages: Sequence[str], *, warmup: int, 
                 await asyncio.sleep(pace)
                 if number < warmup:
                     continue
+                bare_total += bare_cpu
                 samples["cpu"].append(cpu - bare_cpu)
+                samples["total"].append(total)
+                samples["overhead"].append(total - turn.timings["generate"].total_seconds() * 1000)
+                samples["bare"].append(bare_ms[0])
+                returned.append(turn)
+            await runtime.drain()
+            if record_behind and returned:
+                samples["cpu"] = [(_cpu() - run_cpu - bare_total) / len(returned)]
+            for turn in [await t.settled() for t in returned]:
                 steps = {name: spent.total_seconds() * 1000 for name, spent in turn.timings.items()}
                 for name in STEPS:
                     samples[name].append(steps.get(name, 0.0))
-                samples["total"].append(total)
-                samples["overhead"].append(total - steps["generate"])
-                samples["bare"].append(bare_ms[0])
             await manager.flush()
         await bare.aclose()
     spreads = {name: Spread.of(values) for name, values in samples.items()}
@@ -188,7 +202,7 @@ async def measure_runtime(store: Path, messages: Sequence[str], *, warmup: int, 
     ended = os.getloadavg()[0]
     return RuntimeFigures(
         timed, memories, (load, ended), spreads["overhead"], spreads["total"], spreads["bare"], medians,
-        statistics.median(samples["cpu"]), pace,
+        statistics.median(samples["cpu"]), pace, record_behind,
     )  # fmt: skip
 
 
@@ -303,13 +317,20 @@ async def run(
     proxy: bool = True,
     pace: float = 0.0,
     record_first: bool = False,
+    runtime_behind: bool = False,
 ) -> tuple[RuntimeFigures, ProxyFigures | None]:
     """Build (or reuse) the store, then time the runtime and the proxy, each on its own copy."""
     with tempfile.TemporaryDirectory() as scratch:
         kept = (keep or Path(scratch) / "kept") / store_name(size, seed, pool)
         stored = await ensure_store(kept, size, seed=seed, pool=pool)
         messages = chat_messages(stored, warmup + turns, seed=seed)
-        runtime = await measure_runtime(copy_store(kept, Path(scratch) / "runtime"), messages, warmup=warmup, pace=pace)
+        runtime = await measure_runtime(
+            copy_store(kept, Path(scratch) / "runtime"),
+            messages,
+            warmup=warmup,
+            pace=pace,
+            record_behind=runtime_behind,
+        )
         proxied = None
         if proxy:
             proxied = await measure_proxy(
@@ -333,7 +354,8 @@ def render(runtime: RuntimeFigures, proxy: ProxyFigures | None, *, warmup: int) 
         "",
         "| path | overhead p50 / p95 | CPU overhead | turn p50 / p95 | upstream call p50 / p95 | goal | load |",
         "|---|---|---|---|---|---|---|",
-        f"| AgentRuntime.chat (in process) | {_pair(r.overhead)} | {r.cpu_overhead_ms:.1f} ms (median) | "
+        f"| AgentRuntime.chat (in process{', recording behind' if r.behind else ''}) | {_pair(r.overhead)} | "
+        f"{r.cpu_overhead_ms:.1f} ms ({'mean' if r.behind else 'median'}) | "
         f"{_pair(r.total)} | {_pair(r.bare)} (bare ChatModel call) | {_verdict(r.overhead)} | {_loads(r.load)} |",
     ]
     if proxy is not None:
@@ -365,6 +387,7 @@ def arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--keep", type=Path, help="keep the built store here (shared with bench_retrieve.py)")
     parser.add_argument("--no-proxy", action="store_true", help="time the runtime only")
     parser.add_argument("--record-first", action="store_true", help="the proxy records before it answers")
+    parser.add_argument("--runtime-behind", action="store_true", help="the runtime records after it answers")
     parser.add_argument("--pace", type=float, default=0.0, help="seconds between turns (0: back to back)")
     parser.add_argument("--proof", action="store_true", help="run the long-conversation proof instead")
     parser.add_argument("--proof-turns", type=int, default=2000)
@@ -385,6 +408,7 @@ def main(args: argparse.Namespace) -> int:
         run(
             size=args.size, seed=args.seed, pool=args.pool, turns=args.turns, warmup=args.warmup, keep=args.keep,
             proxy=not args.no_proxy, pace=args.pace, record_first=args.record_first,
+            runtime_behind=args.runtime_behind,
         )
     )  # fmt: skip
     print(render(runtime, proxy, warmup=args.warmup))

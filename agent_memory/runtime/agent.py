@@ -23,9 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -87,12 +87,45 @@ class ChatTurn:
     timings: Mapping[str, timedelta] = field(default_factory=dict)
     """Per step: retrieve, window, generate, record, extract."""
     warnings: tuple[str, ...] = ()
+    recording: asyncio.Task[Recorded] | None = field(default=None, compare=False, repr=False)
+    """With `record_behind`, the recording still running when the turn was returned; `settled()` waits for it."""
+
+    async def settled(self) -> ChatTurn:
+        """This turn with what its recording did: itself when it was recorded before it was returned; else, once
+        the recording behind it has ended, the turn with its turn ids, decisions, warnings and record timings."""
+        if self.recording is None:
+            return self
+        done = await asyncio.shield(self.recording)
+        return replace(
+            self,
+            turn_ids=done.turn_ids,
+            decisions=(*self.decisions, *done.decisions),
+            timings={**self.timings, **done.timings},
+            warnings=(*self.warnings, *done.warnings),
+            recording=None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What recording an exchange did: the two turns as logged, the decisions taken, what failed, how long."""
+
+    turn_ids: tuple[str, ...]
+    decisions: tuple[Decision, ...]
+    warnings: tuple[str, ...]
+    timings: Mapping[str, timedelta]
 
 
 class AgentRuntime:
     """Chat turns over `memory` (a MemoryManager, or a DaemonClient of the daemon that owns the store) with any
     litellm model string; `litellm_options` (api_base, api_key, temperature, ...) go to every call. One window per
-    (namespace, session), kept in this process; turns of one session run one at a time."""
+    (namespace, session), kept in this process; turns of one session run one at a time.
+
+    `record_behind`: return each turn as soon as its answer is in the window, and record the exchange after it (in
+    order within a session, each recording waiting for the one before); the ChatTurn's `settled()` gives its turn
+    ids and decisions, `drain()` waits for every recording, and leaving the `async with` drains. The answer then
+    leaves the memory work off the turn's path, as the proxy does by default; the next turn of a session can start
+    before the last one is recorded, so a model that answers at once may ask before its last exchange is stored."""
 
     def __init__(
         self,
@@ -104,6 +137,7 @@ class AgentRuntime:
         timeout: timedelta = DEFAULT_TIMEOUT,
         counter: TokenCounter | None = None,
         summariser: Summariser | None = None,
+        record_behind: bool = False,
         **litellm_options: Any,
     ) -> None:
         self.memory = memory
@@ -115,6 +149,9 @@ class AgentRuntime:
         self._windows: dict[tuple[str, str], Window] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._numbers = TurnNumbers()
+        self.record_behind = record_behind
+        self._behind: dict[tuple[str, str], asyncio.Task[Recorded]] = {}
+        """Each session's latest recording behind a returned turn (it waits for the session's earlier ones)."""
 
     async def __aenter__(self) -> AgentRuntime:
         return self
@@ -123,8 +160,15 @@ class AgentRuntime:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the model's HTTP clients; the memory is the caller's to close."""
+        """Wait for the recordings still running, then close the model's HTTP clients; the memory is the caller's
+        to close."""
+        await self.drain()
         await self.model.aclose()
+
+    async def drain(self) -> None:
+        """Wait until every turn returned so far is recorded (or its failure is a warning on its recording)."""
+        while self._behind:
+            await asyncio.wait(list(self._behind.values()))
 
     def window(self, session_id: str, *, namespace: str = "default") -> Window:
         """The session's window (made, with the system instruction pinned, on first use)."""
@@ -159,9 +203,17 @@ class AgentRuntime:
             window.append(Message("user", user_message))
             window.append(Message("assistant", answer.content))
             after = await window.force_fit()
-        warnings: list[str] = []
-        processed, decided = await self._record(steps, warnings, session_id, namespace, user_message, answer)
         memory_ids, fact_ids = context_ids(context)
+        if self.record_behind:
+            numbers = self._numbers.take(namespace, session_id, 2)  # in the order the answers came
+            recording = self._record_later((namespace, session_id), user_message, answer, numbers)
+            processed: Sequence[Processed] = []
+            decided: Sequence[FactDecision] = []
+            warnings: list[str] = []
+        else:
+            recording, recorded = None, await self._recorded(session_id, namespace, user_message, answer)
+            processed, decided, warnings = recorded.processed, recorded.decided, recorded.warnings
+            steps.taken.update(recorded.steps.taken)
         return ChatTurn(
             answer.content,
             session_id,
@@ -177,7 +229,25 @@ class AgentRuntime:
             (*save_decisions(processed), *fact_decisions(decided)),
             steps.taken,
             tuple(warnings),
+            recording,
         )
+
+    def _record_later(
+        self, key: tuple[str, str], user: str, answer: ChatAnswer, numbers: Sequence[int]
+    ) -> asyncio.Task[Recorded]:
+        earlier = self._behind.get(key)
+
+        async def record() -> Recorded:
+            if earlier is not None:
+                await asyncio.wait([earlier])  # its failure is its own turn's warning; this one is recorded regardless
+            done = await self._recorded(key[1], key[0], user, answer, numbers)
+            decisions = (*save_decisions(done.processed), *fact_decisions(done.decided))
+            return Recorded(tuple(p.turn_id for p in done.processed), decisions, tuple(done.warnings), done.steps.taken)
+
+        task = asyncio.create_task(record())
+        self._behind[key] = task
+        task.add_done_callback(lambda ended: self._behind.pop(key) if self._behind.get(key) is ended else None)
+        return task
 
     async def _prepare(self, user_message: str) -> None:
         """Embed the user's message for the write path while the model answers (MemoryManager.prepare_turns; a
@@ -191,26 +261,26 @@ class AgentRuntime:
         except Exception:
             log.debug("the user's message could not be embedded ahead; it is embedded when recorded", exc_info=True)
 
-    async def _record(
-        self, steps: _Steps, warnings: list[str], session_id: str, namespace: str, user: str, answer: ChatAnswer
-    ) -> tuple[list[Processed], list[FactDecision]]:
+    async def _recorded(
+        self, session_id: str, namespace: str, user: str, answer: ChatAnswer, taken: Sequence[int] | None = None
+    ) -> _Recording:
         """Log both turns, then the policy step on their facts; each failure is a warning (the answer stands)."""
-        with steps("record"):
+        done = _Recording()
+        with done.steps("record"):
             try:
-                processed = await record_exchange(
+                done.processed = await record_exchange(
                     self.memory, self._numbers, namespace=namespace, session_id=session_id, user=user,
-                    answer=answer.content,
+                    answer=answer.content, taken=taken,
                 )  # fmt: skip
             except Exception as exc:
-                warnings.append(_warn("the turns were not recorded, so no fact was extracted either", exc))
-                return [], []
-        with steps("extract"):
+                done.warnings.append(_warn("the turns were not recorded, so no fact was extracted either", exc))
+                return done
+        with done.steps("extract"):
             try:
-                decided = await self.memory.observe_facts([p.turn_id for p in processed])
+                done.decided = await self.memory.observe_facts([p.turn_id for p in done.processed])
             except Exception as exc:
-                warnings.append(_warn("the turns are recorded, but their facts were not extracted", exc))
-                decided = []
-        return processed, decided
+                done.warnings.append(_warn("the turns are recorded, but their facts were not extracted", exc))
+        return done
 
     def _tokens(self, messages: list[dict[str, str]], answer: ChatAnswer, window: Window, memory: int) -> TokenCounts:
         prompt = answer.prompt_tokens
@@ -226,6 +296,14 @@ def _warn(what: str, exc: BaseException) -> str:
     text = f"{what}: {type(exc).__name__}: {exc}"
     log.warning("%s", text)
     return text
+
+
+@dataclass
+class _Recording:
+    processed: Sequence[Processed] = ()
+    decided: Sequence[FactDecision] = ()
+    warnings: list[str] = field(default_factory=list)
+    steps: _Steps = field(default_factory=lambda: _Steps())
 
 
 class _Steps:

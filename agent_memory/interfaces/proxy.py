@@ -46,7 +46,7 @@ from agent_memory.errors import AgentMemoryError, InvalidInput, LLMError, LLMTim
 from agent_memory.interfaces.http_guard import token_matches
 from agent_memory.llm.chat import ChatModel
 from agent_memory.runtime.prompt import inject
-from agent_memory.runtime.turns import MemoryBackend, TurnNumbers, context_ids, record_exchange
+from agent_memory.runtime.turns import Behind, MemoryBackend, TurnNumbers, context_ids, record_exchange
 from agent_memory.validation import IDENTIFIER
 
 log = logging.getLogger(__name__)
@@ -104,8 +104,8 @@ class MemoryProxy:
     numbers: TurnNumbers = field(default_factory=TurnNumbers)
     record_first: bool = False
     """Wait for an exchange's recording before answering (its failure is then a header); else record behind."""
-    _behind: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict, init=False, repr=False)
-    """Each session's latest recording behind an answer (it waits for the session's earlier ones)."""
+    _behind: Behind = field(default_factory=Behind, init=False, repr=False)
+    """The recordings behind the answers, in order within a session."""
 
     async def completions(self, request: Request) -> Response:
         try:
@@ -206,31 +206,18 @@ class MemoryProxy:
     def _record_behind(self, asked: Asked, answer: str, prepared: Prepared) -> None:
         """Record the exchange after the answer has gone: the turn numbers are taken now, in the order the answers
         came, and the session's earlier recording is waited for first, so its turns stay in order."""
-        key = (asked.namespace, asked.session_id)
         wanted = bool(asked.query and answer.strip())  # a tool round, or an answer with no text: nothing to record
         taken = self.numbers.take(asked.namespace, asked.session_id, 2) if wanted else None
-        task = asyncio.create_task(self._after(self._behind.get(key), asked, answer, prepared, taken))
-        self._behind[key] = task
-        task.add_done_callback(lambda done: self._behind.pop(key) if self._behind.get(key) is done else None)
+        self._behind.run((asked.namespace, asked.session_id), lambda: self._after(asked, answer, prepared, taken))
 
-    async def _after(
-        self,
-        earlier: asyncio.Task[None] | None,
-        asked: Asked,
-        answer: str,
-        prepared: Prepared,
-        taken: Sequence[int] | None,
-    ) -> None:
-        if earlier is not None:
-            await asyncio.wait([earlier])  # its failure was logged there; this exchange is recorded regardless
+    async def _after(self, asked: Asked, answer: str, prepared: Prepared, taken: Sequence[int] | None) -> None:
         warning = await self._record(asked, answer, prepared, taken)
         if warning:
             log.warning("session %s: %s", asked.session_id, warning)
 
     async def drain(self) -> None:
         """Wait until every exchange answered so far is recorded (or its failure logged)."""
-        while self._behind:
-            await asyncio.wait(list(self._behind.values()))
+        await self._behind.drain()
 
     async def _record(
         self, asked: Asked, answer: str, prepared: Prepared, taken: Sequence[int] | None = None

@@ -36,6 +36,7 @@ from agent_memory.runtime.messages import Message, WindowConfig, WindowTrace
 from agent_memory.runtime.prompt import SYSTEM_INSTRUCTION
 from agent_memory.runtime.summarise import Summariser
 from agent_memory.runtime.turns import (
+    Behind,
     Decision,
     MemoryBackend,
     Processed,
@@ -150,8 +151,7 @@ class AgentRuntime:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._numbers = TurnNumbers()
         self.record_behind = record_behind
-        self._behind: dict[tuple[str, str], asyncio.Task[Recorded]] = {}
-        """Each session's latest recording behind a returned turn (it waits for the session's earlier ones)."""
+        self._behind = Behind()  # the recordings behind returned turns, in order within a session
 
     async def __aenter__(self) -> AgentRuntime:
         return self
@@ -167,8 +167,7 @@ class AgentRuntime:
 
     async def drain(self) -> None:
         """Wait until every turn returned so far is recorded (or its failure is a warning on its recording)."""
-        while self._behind:
-            await asyncio.wait(list(self._behind.values()))
+        await self._behind.drain()
 
     def window(self, session_id: str, *, namespace: str = "default") -> Window:
         """The session's window (made, with the system instruction pinned, on first use)."""
@@ -235,19 +234,12 @@ class AgentRuntime:
     def _record_later(
         self, key: tuple[str, str], user: str, answer: ChatAnswer, numbers: Sequence[int]
     ) -> asyncio.Task[Recorded]:
-        earlier = self._behind.get(key)
-
         async def record() -> Recorded:
-            if earlier is not None:
-                await asyncio.wait([earlier])  # its failure is its own turn's warning; this one is recorded regardless
             done = await self._recorded(key[1], key[0], user, answer, numbers)
             decisions = (*save_decisions(done.processed), *fact_decisions(done.decided))
             return Recorded(tuple(p.turn_id for p in done.processed), decisions, tuple(done.warnings), done.steps.taken)
 
-        task = asyncio.create_task(record())
-        self._behind[key] = task
-        task.add_done_callback(lambda ended: self._behind.pop(key) if self._behind.get(key) is ended else None)
-        return task
+        return self._behind.run(key, record)
 
     async def _prepare(self, user_message: str) -> None:
         """Embed the user's message for the write path while the model answers (MemoryManager.prepare_turns; a

@@ -15,12 +15,15 @@ owns the store (the proxy's case: a face never opens the engines). Four calls, n
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from agent_memory.models import Context, FactDecision, TurnInput
+
+T = TypeVar("T")
 
 
 class Processed(Protocol):
@@ -75,6 +78,36 @@ class TurnNumbers:
         first = max(self._next.get(key, 0), time.time_ns() // 1000)
         self._next[key] = first + count
         return list(range(first, first + count))
+
+
+class Behind:
+    """Recordings run after their answers went back (the proxy's, and the runtime's with `record_behind`): one
+    session's in the order they were asked for, each waiting for the session's one before it (whatever became of
+    it), different sessions side by side. `drain()` waits for all."""
+
+    def __init__(self) -> None:
+        self._latest: dict[tuple[str, str], asyncio.Task[Any]] = {}
+
+    def run(self, session: tuple[str, str], job: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
+        earlier = self._latest.get(session)
+
+        async def after() -> T:
+            if earlier is not None:
+                await asyncio.wait([earlier])  # its outcome is its own; this one runs regardless
+            return await job()
+
+        task = asyncio.create_task(after())
+        self._latest[session] = task
+        task.add_done_callback(lambda done: self._latest.pop(session) if self._latest.get(session) is done else None)
+        return task
+
+    def __len__(self) -> int:
+        """How many sessions have a recording still running."""
+        return len(self._latest)
+
+    async def drain(self) -> None:
+        while self._latest:
+            await asyncio.wait(list(self._latest.values()))
 
 
 async def record_exchange(

@@ -216,7 +216,7 @@ def memory_json(memory: Memory) -> dict[str, Any]:
 
 def result_json(result: RetrievalResult) -> dict[str, Any]:
     layers = {name: {"layer": hit.layer, "rank": hit.rank, "score": hit.score} for name, hit in result.layers.items()}
-    return {"rank": result.rank, "score": result.score, "layers": layers, "memory": plain(result.memory)}
+    return {"rank": result.rank, "score": result.score, "layers": layers, "memory": memory_json(result.memory)}
 
 
 def context_json(context: Context) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""`plain`: the models as JSON values, as FastAPI's `jsonable_encoder(asdict(x))` gives them, in a tenth of the time.
+"""`plain`: the models as JSON values, as FastAPI's `jsonable_encoder(asdict(x))` gives them, in a quarter of the time.
 
 The daemon answers every retrieval with whole memories (a context of 1,024 tokens: 20 of them, 44 KB), and
 `jsonable_encoder` walks each value through a chain of isinstance checks, after `asdict` has deep-copied it: 3.9

@@ -434,6 +434,9 @@ class Config(_Section):
     """How long the background projector gathers outbox rows before applying them in one batch. Reads, flush()
     and close() apply pending rows at once (a search their vector part and keywords: retrieval does not read the
     graph), so this never makes a read stale."""
+    projector_read_delay: timedelta = Field(default=timedelta(milliseconds=20), ge=timedelta(0))
+    """How long after a write the background applies what a search needs (the vector parts and the keywords),
+    so that the next search does not apply them on its own path first."""
     journal: JournalConfig = JournalConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     vectors: VectorsConfig = VectorsConfig()

@@ -185,6 +185,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 batch=self.config.projector_batch,
                 retry_delay=self.config.outbox_retry_delay,
                 delay=self.config.projector_delay,
+                read_delay=self.config.projector_read_delay,
                 keywords=self.extractor.keywords,
             )
             self.context_vectors = ContextVectors(

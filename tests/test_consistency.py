@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,26 @@ async def test_a_read_projects_the_vectors_it_searches_and_leaves_the_graph_to_t
         assert await manager.projector.drain() == 1
         assert stored.memory_id in await manager.graph.memory_ids()
         assert (await manager.stats())["pending_outbox"] == 0 and (await manager.doctor()).consistent
+
+
+async def test_the_background_applies_what_a_search_needs_soon_after_a_write_and_the_graph_later(
+    config: Config, embedder: Embedder
+) -> None:
+    """`projector_read_delay` after a write, with no read asking, the vector part and the keywords are applied
+    (the next search finds nothing to apply on its own path); the graph part waits for its batch."""
+    config = config.model_copy(update={"projector_delay": timedelta(minutes=10), "projector_read_delay": timedelta(0)})
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        stored = await manager.process_turn("s1", 0, "Our dog Biscuit needs knee surgery next Tuesday.")
+        assert stored.memory_id is not None
+        async with asyncio.timeout(10):
+            while await manager.records.has_pending_for_reads():  # noqa: ASYNC110 (SQLite state, no event)
+                await asyncio.sleep(0.01)
+        assert stored.memory_id in await manager.vectors.ids("text")
+        assert stored.memory_id not in await manager.graph.memory_ids()
+        async with manager.records.transaction() as db:
+            rows = await db.execute_fetchall("SELECT vectors_at IS NOT NULL, done_at IS NOT NULL FROM outbox")
+            waiting = await db.execute_fetchall("SELECT count(*) FROM pending_keywords")
+        assert [tuple(r) for r in rows] == [(1, 0)] and waiting[0][0] == 0
+        assert await manager.projector.drain_for_reads() == 0  # a search now has nothing to apply first
+        assert await manager.projector.drain() == 1
+        assert stored.memory_id in await manager.graph.memory_ids()

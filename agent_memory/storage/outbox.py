@@ -74,7 +74,12 @@ class _NothingPending:
 
 
 class Projector:
-    """Drains the outbox into Kuzu and Qdrant; a background task keeps it drained between calls."""
+    """Drains the outbox into Kuzu and Qdrant; background tasks keep it drained between calls.
+
+    Two of them: one applies the vector parts and the keywords `read_delay` after a write (what the next search
+    would otherwise apply on its own path first), the other everything, the graph included, `delay` after it (per
+    row the graph is the costly part, so it gathers a batch). A search never waits for either: it applies what is
+    still pending itself (drain_for_reads), under the same lock, so it is never stale."""
 
     def __init__(
         self,
@@ -86,6 +91,7 @@ class Projector:
         batch: int = 256,
         retry_delay: timedelta = timedelta(seconds=1),
         delay: timedelta = timedelta(0),
+        read_delay: timedelta | None = None,
         keywords: Callable[[str], Sequence[str]] | None = None,
     ) -> None:
         """`keywords` derives a memory's keywords from its content for the pending_keywords rows (key phrases
@@ -93,41 +99,50 @@ class Projector:
         self._records, self._graph, self._vectors = records, graph, vectors
         self._keywords = keywords
         self._clock, self._batch, self._retry, self._delay = clock, batch, retry_delay, delay
+        self._read_delay = read_delay  # None: no eager task, the reads and the whole drain apply the vector parts
         self._lock = asyncio.Lock()  # the whole drain
         self._read_lock = asyncio.Lock()  # the vector parts and the keywords, which reads apply themselves
         self._all_done = _NothingPending(records, records.has_pending)
         self._read_done = _NothingPending(records, records.has_pending_for_reads)
         self._wake = asyncio.Event()
+        self._wake_reads = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._reads_task: asyncio.Task[None] | None = None
         self.applied = 0
         self.counts: dict[str, dict[str, int]] = {"graph": {}, "vectors": {}}
         """The graph's rows per table and the vectors per collection, as of the last batch applied (or rebuild):
         what stats() reports, so that it never waits on an engine the writers keep busy."""
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="outbox-projector")
+        self._task = asyncio.create_task(self._run(self._wake, self._delay, self.drain), name="outbox-projector")
+        if self._read_delay is not None:
+            self._reads_task = asyncio.create_task(
+                self._run(self._wake_reads, self._read_delay, self.drain_for_reads), name="outbox-projector-reads"
+            )
 
     def notify(self) -> None:
         self._wake.set()
+        self._wake_reads.set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._reads_task, self._task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._reads_task = None
 
-    async def _run(self) -> None:
+    async def _run(self, wake: asyncio.Event, delay: timedelta, apply: Callable[[], Awaitable[int]]) -> None:
         while True:
-            await self._wake.wait()
-            await asyncio.sleep(self._delay.total_seconds())  # gather a batch: per-row graph work is costly
-            self._wake.clear()
+            await wake.wait()
+            await asyncio.sleep(delay.total_seconds())  # gather a batch (and let the write that woke it end)
+            wake.clear()
             try:
-                await self.drain()
+                await apply()
             except Exception:
                 log.exception("projector: applying the outbox failed; retrying in %s", self._retry)
                 await asyncio.sleep(self._retry.total_seconds())
-                self._wake.set()
+                wake.set()
 
     async def drain(self) -> int:
         """Apply every pending outbox row (its vector part first, then its graph part) and derive every pending

@@ -346,12 +346,16 @@ def _header_text(text: str) -> str:
 
 
 async def serve_proxy(proxy: MemoryProxy, *, port: int) -> None:
-    """Serve the proxy on 127.0.0.1:`port` (0: a free one) until interrupted; its base URL goes to stderr."""
+    """Serve the proxy on 127.0.0.1:`port` (0: a free one) until SIGTERM or SIGINT, then record what it answered
+    before it exits; its base URL goes to stderr."""
     import sys
 
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(create_proxy_app(proxy), host="127.0.0.1", port=port, log_level="warning"))
+    from agent_memory.interfaces.signalled import SignalledServer
+
+    config = uvicorn.Config(create_proxy_app(proxy), host="127.0.0.1", port=port, log_level="warning")
+    server = SignalledServer(config)
     original = server.startup
 
     async def startup(sockets: Any = None) -> None:

@@ -13,14 +13,11 @@ dropped (a client that stalls halfway through its body holds nothing), and the j
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-import signal
 import socket
 import sys
 import time
-from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,12 +28,12 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[impo
 from agent_memory.config import Config
 from agent_memory.interfaces.discovery import publish, serving_url, withdraw
 from agent_memory.interfaces.http import create_app
+from agent_memory.interfaces.signalled import SignalledServer
 from agent_memory.interfaces.token import load_or_create_token, token_path
 from agent_memory.manager import MemoryManager
 from agent_memory.sleep.jobs import run_job
 
 log = logging.getLogger(__name__)
-HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def check_exposure(host: str, *, allow_remote: bool) -> None:
@@ -121,7 +118,7 @@ class SleepSchedule:
             await asyncio.gather(*late, return_exceptions=True)
 
 
-class DaemonServer(uvicorn.Server):
+class DaemonServer(SignalledServer):
     """uvicorn's server, except that a SIGTERM or SIGINT is not raised again once serving stops (uvicorn does
     that, which would kill the process before the scheduler and the store are closed), and that it says where it
     listens once the socket is bound (port 0 picks a free one): on stdout, and in daemon.json for the CLI."""
@@ -129,7 +126,6 @@ class DaemonServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, *, data_dir: Path) -> None:
         super().__init__(config)
         self.data_dir = data_dir
-        self.stopping_at: float | None = None  # time.monotonic() when the exit signal came
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -151,21 +147,6 @@ class DaemonServer(uvicorn.Server):
             transport = getattr(connection, "transport", None)
             if transport is not None:
                 transport.abort()
-
-    def _on_signal(self, sig: int) -> None:
-        self.stopping_at = self.stopping_at or time.monotonic()
-        self.handle_exit(sig, None)
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        loop = asyncio.get_running_loop()
-        for sig in HANDLED_SIGNALS:
-            loop.add_signal_handler(sig, self._on_signal, sig)
-        try:
-            yield
-        finally:
-            for sig in HANDLED_SIGNALS:
-                loop.remove_signal_handler(sig)
 
 
 async def serve(config: Config, *, host: str | None = None, port: int | None = None) -> None:

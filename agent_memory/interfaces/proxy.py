@@ -35,6 +35,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, TypeAlias
 
 from starlette.applications import Starlette
@@ -46,7 +47,7 @@ from agent_memory.errors import AgentMemoryError, InvalidInput, LLMError, LLMTim
 from agent_memory.interfaces.http_guard import token_matches
 from agent_memory.llm.chat import ChatModel
 from agent_memory.runtime.prompt import inject
-from agent_memory.runtime.turns import Behind, MemoryBackend, TurnNumbers, context_ids, record_exchange
+from agent_memory.runtime.turns import Behind, MemoryBackend, Reads, TurnNumbers, context_ids, record_exchange
 from agent_memory.validation import IDENTIFIER
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,8 @@ PASSED = frozenset(
 )  # fmt: skip
 """The request's parameters passed on to the upstream (litellm drops those a provider does not take)."""
 USER_HEADER, SESSION_HEADER = "x-agent-memory-user", "x-agent-memory-session"
+GIVE_WAY, GIVE_WAY_AT_MOST = timedelta(milliseconds=10), timedelta(milliseconds=250)
+"""A recording behind an answer waits 10 ms, then for the reads in flight, at most 250 ms (Reads.give_way)."""
 IDS_HEADER, FACTS_HEADER, WARNING_HEADER = "x-agent-memory-ids", "x-agent-memory-facts", "x-agent-memory-warning"
 
 
@@ -104,8 +107,12 @@ class MemoryProxy:
     numbers: TurnNumbers = field(default_factory=TurnNumbers)
     record_first: bool = False
     """Wait for an exchange's recording before answering (its failure is then a header); else record behind."""
+    give_way: timedelta = GIVE_WAY
+    """How long a recording behind an answer first waits for the next request's read (Reads.give_way)."""
     _behind: Behind = field(default_factory=Behind, init=False, repr=False)
     """The recordings behind the answers, in order within a session."""
+    _reads: Reads = field(default_factory=Reads, init=False, repr=False)
+    """The memory reads in flight, which the recordings behind the answers give way to."""
 
     async def completions(self, request: Request) -> Response:
         try:
@@ -136,9 +143,10 @@ class MemoryProxy:
         if not asked.query:
             return asked.messages, {IDS_HEADER: "", FACTS_HEADER: ""}
         try:
-            context = await self.memory.context(
-                asked.query, budget_tokens=self.memory_tokens, namespace=asked.namespace
-            )
+            with self._reads.reading():
+                context = await self.memory.context(
+                    asked.query, budget_tokens=self.memory_tokens, namespace=asked.namespace
+                )
         except InvalidInput as exc:
             raise ProxyError(400, str(exc), kind="invalid_request_error", code="invalid_input") from exc
         except AgentMemoryError as exc:
@@ -211,6 +219,7 @@ class MemoryProxy:
         self._behind.run((asked.namespace, asked.session_id), lambda: self._after(asked, answer, prepared, taken))
 
     async def _after(self, asked: Asked, answer: str, prepared: Prepared, taken: Sequence[int] | None) -> None:
+        await self._reads.give_way(first=self.give_way, most=GIVE_WAY_AT_MOST)
         warning = await self._record(asked, answer, prepared, taken)
         if warning:
             log.warning("session %s: %s", asked.session_id, warning)

@@ -16,9 +16,11 @@ owns the store (the proxy's case: a face never opens the engines). Four calls, n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
 from agent_memory.models import Context, FactDecision, TurnInput
@@ -108,6 +110,36 @@ class Behind:
     async def drain(self) -> None:
         while self._latest:
             await asyncio.wait(list(self._latest.values()))
+
+
+class Reads:
+    """The memory reads in flight (the proxy's `context` calls), so that a recording behind an answer can give way
+    to the next request's read: the two would otherwise share the daemon's cores at the moment the next answer is
+    being waited for, and the recording has no one waiting for it."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        self._count += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._count -= 1
+            if self._count == 0:
+                self._idle.set()
+
+    async def give_way(self, *, first: timedelta, most: timedelta) -> None:
+        """Wait `first` (a request sent as soon as the last answer came is in by then), then until no read is in
+        flight, or `most` has passed: a recording gives way, it is never held up for long."""
+        await asyncio.sleep(first.total_seconds())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(most.total_seconds()):
+                await self._idle.wait()
 
 
 async def record_exchange(

@@ -12,13 +12,27 @@ from pathlib import Path
 from typing import TypeVar
 
 from agent_memory.config import Config
-from agent_memory.embeddings.text import Embedder, MiniLmEmbedder
-from agent_memory.errors import StorageError, StoreLocked
+from agent_memory.embeddings.text import Embedder, SentenceTransformerEmbedder
+from agent_memory.errors import ConfigError, StorageError, StoreLocked
 from agent_memory.storage.base import VectorStore
+from agent_memory.storage.records import SqliteRecords
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CLIP_DIMENSION = 512  # ViT-B-32's, the default architecture; used when an architecture's config cannot be read
+
+
+async def check_vector_size(records: SqliteRecords, config: Config) -> None:
+    """Refuse a store whose text vectors were made by a model of another size than the configured one, before a
+    vector collection is opened: its vectors cannot be searched by this model's questions, and a write would fail
+    in the projector instead of here."""
+    stored = await records.text_vector_size()
+    if stored is not None and stored != config.embedding.dimension:
+        raise ConfigError(
+            f"The store in {config.data_dir} holds {stored}-dimensional text vectors, and embedding.dimension is "
+            f"{config.embedding.dimension} ({config.embedding.model_path or 'all-MiniLM-L6-v2'}): open it with the "
+            "model that made it, or make a new store for this model"
+        )
 
 
 def image_dimension(architecture: str) -> int:
@@ -38,7 +52,9 @@ def make_embedder(config: Config) -> Embedder:
     """The text embedder the configuration names: ONNX Runtime by default, sentence-transformers on request."""
     settings = config.embedding
     if settings.backend == "torch":
-        return MiniLmEmbedder(settings.model_path, batch_size=settings.batch_size, threads=settings.threads)
+        return SentenceTransformerEmbedder(
+            settings.model_path, batch_size=settings.batch_size, threads=settings.threads, dimension=settings.dimension
+        )
     from agent_memory.embeddings.onnx_text import OnnxMiniLmEmbedder
 
     return OnnxMiniLmEmbedder(

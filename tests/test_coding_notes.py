@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.bench.coding_notes import (
+    FIFTH,
     FOURTH,
     HELDOUT,
     KINDS,
@@ -31,7 +32,7 @@ from agent_memory.embeddings.text import Embedder
 NOTE_KINDS = {"decision", "fact", "finding", "procedure", "preference", "note", "handoff"}
 
 
-@pytest.mark.parametrize("name", [SHIPPED, HELDOUT, THIRD, FOURTH])
+@pytest.mark.parametrize("name", [SHIPPED, HELDOUT, THIRD, FOURTH, FIFTH])
 def test_each_shipped_set_is_one_project_with_half_its_questions_paraphrased(name: str) -> None:
     notes = load_notes(name=name)
     ids = {n.note_id for n in notes.notes}
@@ -45,7 +46,7 @@ def test_each_shipped_set_is_one_project_with_half_its_questions_paraphrased(nam
     assert days == sorted(days) and len({n.written_at for n in notes.notes}) == len(notes.notes)
 
 
-@pytest.mark.parametrize("other", [HELDOUT, THIRD, FOURTH])
+@pytest.mark.parametrize("other", [HELDOUT, THIRD, FOURTH, FIFTH])
 def test_the_other_sets_are_other_projects(other: str) -> None:
     shipped, heldout = load_notes(), load_notes(name=other)
     assert not {n.note_id for n in shipped.notes} & {n.note_id for n in heldout.notes}

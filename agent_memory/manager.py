@@ -265,8 +265,10 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             self._stack = stack.pop_all()
 
     async def _ranked(self, query: str, namespace: str, k: int) -> list[RetrievalResult]:
-        """Notes' retrieval (recall and boot): retrieve() with notes.keyword_evidence over the retrieval settings."""
-        settings = self.config.retrieval.model_copy(update={"keyword_evidence": self.config.notes.keyword_evidence})
+        """Notes' retrieval (recall and boot): retrieve() with notes' keyword evidence and graph weight."""
+        notes = self.config.notes
+        update = {"keyword_evidence": notes.keyword_evidence, "graph_weight": notes.graph_weight}
+        settings = self.config.retrieval.model_copy(update=update)
         return await self._retrieve(query, None, None, k, namespace, None, None, retrieval=settings)
 
     async def close(self) -> None:

@@ -2,10 +2,12 @@
 """The coding-notes retrieval check (issue #23): recall@5 for literal and paraphrased questions, each layer alone,
 each signal left out, and whether the order of the questions changes the rankings.
 
-Usage: python scripts/bench_coding_notes.py [--data FILE | --heldout | --third | --fourth | --fifth] [--only NAME ...]
-    [--variant NAME=key:value,...] [--no-order-check] [--out report.json]
+Usage: python scripts/bench_coding_notes.py [--data FILE | --set shipped|heldout|third|fourth|fifth|all]
+    [--only NAME ...] [--variant NAME=key:value,...] [--no-order-check] [--out report.json]
 
---variant adds a configuration of your own beside the shipped defaults (values as JSON scalars), e.g.
+--set all runs every set that ships and adds the figures pooled over them, each variant against the shipped
+defaults with an interval that resamples sets, then questions. --heldout, --third, --fourth and --fifth are short
+for --set. --variant adds a configuration of your own beside the shipped defaults (values as JSON scalars), e.g.
 --only 'shipped defaults' --variant 'floor 0.4=evidence_floor:0.4' --variant 'blend=fusion:"blend"'.
 """
 
@@ -15,27 +17,16 @@ import json
 import sys
 from pathlib import Path
 
-from agent_memory.bench.coding_notes import (
-    FIFTH,
-    FOURTH,
-    HELDOUT,
-    SHIPPED,
-    THIRD,
-    VARIANTS,
-    format_report,
-    load_notes,
-    run,
-)
+from agent_memory.bench.coding_notes import SETS, VARIANTS, format_pooled, format_report, load_notes, pooled, run
 from agent_memory.bench.folds import parse_variants
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="a notes file of the same shape (default: the shipped set)")
-    parser.add_argument("--heldout", action="store_true", help="the held-out set that ships beside it")
-    parser.add_argument("--third", action="store_true", help="the third set, written after the settings were chosen")
-    parser.add_argument("--fourth", action="store_true", help="the fourth set, written after the third was scored")
-    parser.add_argument("--fifth", action="store_true", help="the fifth set, written blind, scored once")
+    parser.add_argument("--set", choices=[*SETS, "all"], default="shipped", help="which shipped set")
+    for name in ("heldout", "third", "fourth", "fifth"):
+        parser.add_argument(f"--{name}", dest="set", action="store_const", const=name, help=f"--set {name}")
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS), help="run only these configurations")
     parser.add_argument("--variant", action="append", default=[], help="NAME=key:value,key:value")
     parser.add_argument("--no-order-check", action="store_true")
@@ -43,27 +34,20 @@ def main() -> int:
     args = parser.parse_args()
     variants = {name: VARIANTS[name] for name in args.only or []} if args.only or args.variant else dict(VARIANTS)
     variants |= {name: changes for name, changes in parse_variants(args.variant).items() if name not in variants}
-    report = asyncio.run(
-        run(
-            load_notes(
-                args.data,
-                name=FIFTH
-                if args.fifth
-                else FOURTH
-                if args.fourth
-                else THIRD
-                if args.third
-                else HELDOUT
-                if args.heldout
-                else SHIPPED,
-            ),
-            variants=variants,
-            order_check=not args.no_order_check,
-        )
-    )
-    print(format_report(report))
+    files = {str(args.data): load_notes(args.data)} if args.data else {}
+    names = [args.set] if args.set != "all" else list(SETS)
+    sets = files or {name: load_notes(name=SETS[name]) for name in names}
+    reports = {}
+    for name, notes in sets.items():
+        reports[name] = asyncio.run(run(notes, variants=variants, order_check=not args.no_order_check))
+        print(f"== {name}\n{format_report(reports[name])}")
+    names = list(reports)
+    output: dict[str, object] = dict(reports) if len(reports) > 1 else reports[names[0]]
+    if len(reports) > 1 and "shipped defaults" in variants:
+        output["pooled"] = pooled(reports)
+        print(format_pooled(output["pooled"], names))  # type: ignore[arg-type]
     if args.out:
-        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        args.out.write_text(json.dumps(output, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

@@ -7,6 +7,7 @@ benchmark reports (docs/benchmarks.md, "Coding notes"), but the machinery must c
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ from agent_memory.bench.coding_notes import (
     load_notes,
     notes_config,
     order_changes,
+    pooled,
     scores,
     sliced,
 )
@@ -75,3 +77,17 @@ async def test_a_slice_through_the_real_store_ranks_the_same_in_any_order(tmp_pa
     assert all(0.0 <= figures[kind]["recall@5"] <= 1.0 for kind in KINDS)
     assert all(len(a.ranked) == 5 and "?" not in a.ranked for a in forward)
     assert order_changes(forward, backward) == 0  # the accesses one question records do not reorder the next
+
+
+def test_sets_pool_with_their_questions_paired() -> None:
+    def report(shipped: list[float], walk: list[float]) -> dict[str, Any]:
+        def kinds(values: list[float]) -> dict[str, dict[str, float]]:
+            return {"literal": {"l": 1.0}, "paraphrased": {f"p{i}": v for i, v in enumerate(values)}}
+
+        return {"hits": {"shipped defaults": kinds(shipped), "with graph walk": kinds(walk)}}
+
+    figures = pooled({"a": report([1.0, 1.0], [1.0, 0.0]), "b": report([1.0, 0.0, 1.0], [1.0, 0.0, 0.0])})
+    walk = figures["with graph walk"]["paraphrased"]
+    assert walk["n"] == 5 and walk["recall@5"] == 0.4 and walk["delta"] == -0.4
+    assert walk["interval"][0] <= -0.4 <= walk["interval"][1] <= 0  # no question gains from the walk
+    assert figures["shipped defaults"]["paraphrased"] == {"recall@5": 0.8, "n": 5, "delta": 0.0, "interval": [0.0, 0.0]}

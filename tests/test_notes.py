@@ -188,7 +188,21 @@ async def test_notes_recall_weighs_a_keyword_hit_by_the_share_of_the_question_it
     retrieved = [result.memory.memory_id for result in await manager.retrieve(question.text, k=5)]
     assert recalled[0] == wanted and wanted not in retrieved
     manager.config = manager.config.model_copy(
-        update={"notes": manager.config.notes.model_copy(update={"keyword_evidence": 0.0})}
+        update={"notes": manager.config.notes.model_copy(update={"keyword_evidence": 0.0, "graph_weight": 0.5})}
     )
     again = [result.memory.memory_id for result, _ in await manager.notes.recall(question.text, k=5)]
     assert again == [result.memory.memory_id for result in await manager.retrieve(question.text, k=5)]
+
+
+async def test_notes_recall_ranks_without_the_graph_walk(manager: MemoryManager) -> None:
+    """memory_recall's path ranks with notes.graph_weight (0): no note is there as a neighbour of another, while
+    retrieve(), with conversation's walk, lifts notes that share an entity with a hit."""
+    notes = load_notes()
+    for note in notes.notes:
+        await manager.notes.write(note.text, kind="note" if note.kind == "handoff" else note.kind)
+    assert manager.config.notes.graph_weight == 0.0 and manager.config.retrieval.graph_weight > 0
+    walked = recalled = 0
+    for question in notes.queries:
+        recalled += sum("graph" in result.layers for result, _ in await manager.notes.recall(question.text, k=5))
+        walked += sum("graph" in result.layers for result in await manager.retrieve(question.text, k=5))
+    assert recalled == 0 and walked > 0

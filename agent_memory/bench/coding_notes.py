@@ -52,7 +52,9 @@ HELDOUT = "coding_notes_heldout"  # another project's notes, written apart from 
 THIRD = "coding_notes_third"  # a third project's, written after the settings were chosen and scored once
 FOURTH = "coding_notes_fourth"  # a fourth project's, written after the third was scored, before any new setting
 FIFTH = "coding_notes_fifth"  # a fifth project's, written blind (no other set seen, no retriever run), scored once
+SETS = {"shipped": SHIPPED, "heldout": HELDOUT, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH}
 KINDS = ("literal", "paraphrased")
+NOTES_OWN = ("keyword_evidence", "graph_weight")  # retrieval settings notes' recall takes from notes.*
 ALONE_OFF: dict[str, Any] = {  # everything beside one search layer switched off: that layer's ranking alone
     "keyword_weight": 0.0,
     "semantic_weight": 0.0,
@@ -72,7 +74,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "grep alone": {**ALONE_OFF, "grep_weight": 1.0},
     "without keyword": {"keyword_weight": 0.0},
     "without grep": {"grep_weight": 0.0},
-    "without graph walk": {"graph_weight": 0.0},
+    "with graph walk": {"graph_weight": 0.5},  # retrieve()'s walk; notes rank without it (notes.graph_weight)
     "without session lift": {"session_weight": 0.0},
     "without time weights": {"time_boost": 0.0, "time_penalty": 1.0, "time_layer_weight": 0.0},
     "with decay 0.05": {"decay_weight": 0.05},
@@ -145,16 +147,16 @@ def notes_config(
     data_dir: Path, retrieval: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> Config:
     """The shipped defaults (and AGENT_MEMORY__ overrides from `environ`, the process's when None), every note
-    kept, image memory off, `retrieval` changed over them. Notes' recall ranks with notes.keyword_evidence in
-    place of retrieval.keyword_evidence; here both hold the same value (the variant's when it names one), so
-    notes.recall(), retrieve() and the diagnosis's recall() rank alike."""
+    kept, image memory off, `retrieval` changed over them. Notes' recall ranks with notes.keyword_evidence and
+    notes.graph_weight in place of retrieval's; here both hold the same values (the variant's when it names them),
+    so notes.recall(), retrieve() and the diagnosis's recall() rank alike."""
     config = load_config(environ=environ, data_dir=str(data_dir), save__keep_all=True, image__enabled=False)
     changes = dict(retrieval or {})
-    evidence = changes.pop("keyword_evidence", config.notes.keyword_evidence)
+    own = {key: changes.pop(key, getattr(config.notes, key)) for key in NOTES_OWN}
     return config.model_copy(
         update={
-            "retrieval": config.retrieval.model_copy(update=changes | {"keyword_evidence": evidence}),
-            "notes": config.notes.model_copy(update={"keyword_evidence": evidence}),
+            "retrieval": config.retrieval.model_copy(update=changes | own),
+            "notes": config.notes.model_copy(update=own),
         }
     )
 
@@ -256,6 +258,7 @@ async def run(
             name: {kind: bootstrap_difference(hits(found, kind), hits(baseline, kind)) for kind in KINDS}
             for name, found in answers.items()
         }
+        report["hits"] = {name: {kind: hits(found, kind) for kind in KINDS} for name, found in answers.items()}
         report["misses"] = [
             {"query": a.query.query_id, "kind": a.query.kind, "text": a.query.text, "top": list(a.ranked)}
             for a in baseline
@@ -273,6 +276,36 @@ async def run(
             again = await ask_all(config, embedder, notes, list(reversed(notes.queries)))
             report["order_changes"][name] = order_changes(answers[name], again)
     return report
+
+
+def pooled(reports: Mapping[str, Mapping[str, Any]], baseline: str = "shipped defaults") -> dict[str, Any]:
+    """Several sets' reports (set name -> run()'s report) pooled: per variant and kind, recall@k over every
+    question, and the paired difference from `baseline` with a 95% interval resampling sets, then questions."""
+    from agent_memory.bench.folds import clustered_interval  # folds opens stores; only this needs it
+
+    out: dict[str, Any] = {}
+    for name in next(iter(reports.values()))["hits"]:
+        entry: dict[str, Any] = {}
+        for kind in KINDS:
+            rows = {s: list(r["hits"][name][kind].values()) for s, r in reports.items()}
+            before = {s: [r["hits"][baseline][kind][q] for q in r["hits"][name][kind]] for s, r in reports.items()}
+            delta, low, high = clustered_interval(rows, before)
+            every = [x for values in rows.values() for x in values]
+            entry[kind] = {"recall@5": round(statistics.fmean(every), 3), "n": len(every)}
+            entry[kind] |= {"delta": round(delta, 3), "interval": [round(low, 3), round(high, 3)]}
+        out[name] = entry
+    return out
+
+
+def format_pooled(figures: Mapping[str, Any], sets: Sequence[str]) -> str:
+    lines = [f"pooled over {len(sets)} sets ({', '.join(sets)}), against the shipped defaults (sets, then questions)"]
+    for name, entry in figures.items():
+        parts = [
+            f"{kind} {e['recall@5']:.3f} ({e['delta']:+.3f} [{e['interval'][0]:+.3f}, {e['interval'][1]:+.3f}])"
+            for kind, e in entry.items()
+        ]
+        lines.append(f"{name:<24} " + "  ".join(parts))
+    return "\n".join(lines)
 
 
 def format_report(report: Mapping[str, Any]) -> str:

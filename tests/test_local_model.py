@@ -133,3 +133,23 @@ async def test_the_onnx_backend_refuses_a_pipeline_it_would_embed_wrongly(tmp_pa
             await wrong_size.load()
     finally:
         await wrong_size.aclose()
+
+
+async def test_the_onnx_backend_reads_a_folder_saved_by_this_sentence_transformers(tmp_path: Path) -> None:
+    """sentence-transformers 5.x writes its pooling config in a new form ("pooling_mode": "mean"); MiniLM's package
+    ships the old one (pooling_mode_mean_tokens). Both are read, and the same weights give the same vector."""
+    from sentence_transformers import SentenceTransformer
+
+    folder = tmp_path / "resaved-minilm"
+    SentenceTransformer(default_model_path(), device="cpu", local_files_only=True).save(str(folder))
+    embedder = make_embedder(onnx_config(tmp_path, folder, 384))
+    shipped = make_embedder(onnx_config(tmp_path / "shipped", Path(default_model_path()), 384))
+    try:
+        mine, theirs = (
+            await embedder.embed(["Deploys go out on Tuesdays."]),
+            await shipped.embed(["Deploys go out on Tuesdays."]),
+        )
+    finally:
+        await embedder.aclose()
+        await shipped.aclose()
+    assert float((mine * theirs).sum()) > 0.9999

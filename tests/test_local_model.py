@@ -25,13 +25,18 @@ def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real sentence-transformers model of another size: MiniLM's shipped weights with a seeded 384 -> 128 dense
     projection and normalisation on top, saved as a folder the way a downloaded model is."""
     import torch
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+
+    try:  # sentence-transformers 5.2 moved its modules; sentence_transformers.models still works, deprecated
+        from sentence_transformers.sentence_transformer.modules import Dense, Normalize
+    except ImportError:
+        from sentence_transformers.models import Dense, Normalize  # type: ignore[no-redef,import-not-found]
 
     torch.manual_seed(7)
     base = SentenceTransformer(default_model_path(), device="cpu", local_files_only=True)
-    dense = models.Dense(in_features=384, out_features=SIZE, activation_function=torch.nn.Identity())
+    dense = Dense(in_features=384, out_features=SIZE, activation_function=torch.nn.Identity())
     folder = tmp_path_factory.mktemp("models") / "minilm-128"
-    SentenceTransformer(modules=[*base, dense, models.Normalize()], device="cpu").save(str(folder))
+    SentenceTransformer(modules=[*base, dense, Normalize()], device="cpu").save(str(folder))
     return folder
 
 
@@ -101,20 +106,21 @@ def onnx_config(tmp_path: Path, folder: Path, dimension: int) -> Config:
     return load_config(ROOT / "config" / "default.toml", environ=environ, data_dir=str(tmp_path / "data"))
 
 
-async def test_the_onnx_backend_runs_a_mean_pooled_model_from_a_folder_under_its_own_name(tmp_path: Path) -> None:
+async def test_the_onnx_backend_runs_a_mean_pooled_model_from_a_folder_under_its_own_name(
+    tmp_path: Path, embedder: Embedder
+) -> None:
     import shutil
 
     folder = tmp_path / "my-minilm"
     shutil.copytree(default_model_path(), folder)
-    embedder = make_embedder(onnx_config(tmp_path, folder, 384))
-    shipped = make_embedder(onnx_config(tmp_path / "shipped", Path(default_model_path()), 384))
+    mine = make_embedder(onnx_config(tmp_path, folder, 384))
     try:
-        mine, theirs = await embedder.embed(["I moved to Porto."]), await shipped.embed(["I moved to Porto."])
+        vector = await mine.embed(["I moved to Porto."])
     finally:
-        await embedder.aclose()
-        await shipped.aclose()
-    assert embedder.name == "my-minilm-int8" and shipped.name == f"{Path(default_model_path()).name}-int8"
-    assert np.allclose(mine, theirs, atol=1e-6)  # the same weights give the same vector under either name
+        await mine.aclose()
+    assert mine.name == "my-minilm-int8" and embedder.name == "all-MiniLM-L6-v2-int8"
+    shipped = await embedder.embed(["I moved to Porto."])
+    assert np.allclose(vector, shipped, atol=1e-6)  # the same weights give the same vector under either name
     assert list((tmp_path / "cache").glob("my-minilm-*-eager.onnx"))
 
 
@@ -135,21 +141,19 @@ async def test_the_onnx_backend_refuses_a_pipeline_it_would_embed_wrongly(tmp_pa
         await wrong_size.aclose()
 
 
-async def test_the_onnx_backend_reads_a_folder_saved_by_this_sentence_transformers(tmp_path: Path) -> None:
+async def test_the_onnx_backend_reads_a_folder_saved_by_this_sentence_transformers(
+    tmp_path: Path, embedder: Embedder
+) -> None:
     """sentence-transformers 5.x writes its pooling config in a new form ("pooling_mode": "mean"); MiniLM's package
     ships the old one (pooling_mode_mean_tokens). Both are read, and the same weights give the same vector."""
     from sentence_transformers import SentenceTransformer
 
     folder = tmp_path / "resaved-minilm"
     SentenceTransformer(default_model_path(), device="cpu", local_files_only=True).save(str(folder))
-    embedder = make_embedder(onnx_config(tmp_path, folder, 384))
-    shipped = make_embedder(onnx_config(tmp_path / "shipped", Path(default_model_path()), 384))
+    resaved = make_embedder(onnx_config(tmp_path, folder, 384))
     try:
-        mine, theirs = (
-            await embedder.embed(["Deploys go out on Tuesdays."]),
-            await shipped.embed(["Deploys go out on Tuesdays."]),
-        )
+        mine = await resaved.embed(["Deploys go out on Tuesdays."])
     finally:
-        await embedder.aclose()
-        await shipped.aclose()
+        await resaved.aclose()
+    theirs = await embedder.embed(["Deploys go out on Tuesdays."])
     assert float((mine * theirs).sum()) > 0.9999

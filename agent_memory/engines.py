@@ -24,8 +24,7 @@ CLIP_DIMENSION = 512  # ViT-B-32's, the default architecture; used when an archi
 
 async def check_vector_size(records: SqliteRecords, config: Config) -> None:
     """Refuse a store whose text vectors were made by a model of another size than the configured one, before a
-    vector collection is opened: its vectors cannot be searched by this model's questions, and a write would fail
-    in the projector instead of here."""
+    vector collection is opened: its vectors cannot be searched by this model's questions."""
     stored = await records.text_vector_size()
     if stored is not None and stored != config.embedding.dimension:
         raise ConfigError(

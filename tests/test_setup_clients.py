@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import sys
 import tomllib
@@ -14,6 +15,7 @@ import pytest
 
 from agent_memory.errors import ConfigError
 from agent_memory.interfaces.cli import main
+from agent_memory.interfaces.cli_parser import build_parser
 from agent_memory.interfaces.cli_setup import (
     agent_memory_command,
     hook_commands,
@@ -331,3 +333,21 @@ def test_a_user_scope_entry_names_no_data_dir_unless_one_is_given(
     assert _run("setup", "claude-code") == 0  # project scope: this project's store, by its absolute path
     args = json.loads(capsys.readouterr().out.split("\n", 1)[1])["mcpServers"]["agent-memory"]["args"]
     assert args == ["mcp", "--data-dir", str(repo / ".agent_memory"), "--agent", "claude-code"]
+
+
+def test_a_config_file_given_to_setup_reaches_the_server_and_the_hooks(
+    repo: Path, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daemon an MCP server or a hook starts must read the settings the store was made with (another text
+    model: its store refuses to open without them), so the entry names the config file by its absolute path."""
+    settings = tmp_path / "agent-memory.toml"
+    settings.write_text("[retrieval]\ndefault_k = 7\n", encoding="utf-8")
+    assert _run("--config", str(settings), "setup", "claude-code", "--data-dir", str(data_dir)) == 0
+    args = json.loads(capsys.readouterr().out.split("\n", 1)[1])["mcpServers"]["agent-memory"]["args"]
+    assert args == ["mcp", "--data-dir", str(data_dir), "--config", str(settings), "--agent", "claude-code"]
+    assert build_parser().parse_args(args).config == settings  # the server's own parser takes it back
+    assert _run("hooks", "install", "--data-dir", str(data_dir), "--config", str(settings)) == 0
+    written = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
+    start = written["SessionStart"][0]["hooks"][0]["command"]
+    assert start == f"{EXE} hook session-start --data-dir {data_dir} --config {settings}"
+    assert build_parser().parse_args(shlex.split(start)[1:]).config == settings

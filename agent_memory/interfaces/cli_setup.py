@@ -61,14 +61,18 @@ def agent_memory_command(
 
 
 def data_dir_args(config: Config, args: argparse.Namespace, scope: str) -> list[str]:
-    """`--data-dir D` (absolute) for the server or hook command. A user-scope entry serves every project, so it
-    names no data directory unless one was given (`--data-dir`, AGENT_MEMORY__DATA_DIR, a config file): each
-    project's agent then finds its own store, the default (`.agent_memory` at the git root, else the home store),
-    rather than all of them sharing the store of the folder this command ran in."""
+    """`--data-dir D` (absolute) for the server or hook command, then `--config F` (absolute) when this command was
+    given a config file, so the daemon they start reads the same settings (a store made with another text model
+    refuses to open without them). A user-scope entry serves every project, so it names no data directory unless
+    one was given (`--data-dir`, AGENT_MEMORY__DATA_DIR, a config file): each project's agent then finds its own
+    store, the default (`.agent_memory` at the git root, else the home store), rather than all of them sharing the
+    store of the folder this command ran in."""
     from agent_memory.project import current_default_data_dir
 
     explicit = args.data_dir is not None or config.data_dir != current_default_data_dir()
-    return ["--data-dir", str(config.data_dir.expanduser().resolve())] if scope != "user" or explicit else []
+    where = ["--data-dir", str(config.data_dir.expanduser().resolve())] if scope != "user" or explicit else []
+    config_file = getattr(args, "config", None)  # argparse.SUPPRESS: absent unless given
+    return where + (["--config", str(Path(config_file).expanduser().resolve())] if config_file else [])
 
 
 def _scope_root(scope: str | None) -> tuple[str, Path]:

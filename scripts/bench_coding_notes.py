@@ -2,11 +2,11 @@
 """The coding-notes retrieval check (issue #23): recall@5 for literal and paraphrased questions, each layer alone,
 each signal left out, and whether the order of the questions changes the rankings.
 
-Usage: python scripts/bench_coding_notes.py [--data FILE | --set shipped|heldout|third|fourth|fifth|all]
+Usage: python scripts/bench_coding_notes.py [--data FILE | --set shipped|heldout|third|fourth|fifth|sixth|all]
     [--only NAME ...] [--variant NAME=key:value,...] [--no-order-check] [--out report.json]
 
 --set all runs every set that ships and adds the figures pooled over them, each variant against the shipped
-defaults with an interval that resamples sets, then questions. --heldout, --third, --fourth and --fifth are short
+defaults with an interval that resamples sets, then questions. --heldout, --third, --fourth, --fifth and --sixth are short
 for --set. --variant adds a configuration of your own beside the shipped defaults (values as JSON scalars), e.g.
 --only 'shipped defaults' --variant 'floor 0.4=evidence_floor:0.4' --variant 'blend=fusion:"blend"'.
 """
@@ -25,7 +25,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="a notes file of the same shape (default: the shipped set)")
     parser.add_argument("--set", choices=[*SETS, "all"], default="shipped", help="which shipped set")
-    for name in ("heldout", "third", "fourth", "fifth"):
+    for name in ("heldout", "third", "fourth", "fifth", "sixth"):
         parser.add_argument(f"--{name}", dest="set", action="store_const", const=name, help=f"--set {name}")
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS), help="run only these configurations")
     parser.add_argument("--variant", action="append", default=[], help="NAME=key:value,key:value")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The ceiling each text model sets for the semantic layer: vector-only recall on the five coding-notes sets and
+"""The ceiling each text model sets for the semantic layer: vector-only recall on the coding-notes sets and
 (with --locomo) LoCoMo's evidence turns, question p50 and texts stored a second, each model against the first.
 
 Usage: python scripts/bench_embedders.py --model shipped --model /path/to/sentence-transformers-folder

@@ -6,6 +6,7 @@ benchmark reports (docs/benchmarks.md, "Coding notes"), but the machinery must c
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ from agent_memory.bench.coding_notes import (
     FOURTH,
     HELDOUT,
     KINDS,
+    SETS,
     SHIPPED,
+    SIXTH,
     THIRD,
     Answer,
     NoteQuery,
@@ -34,7 +37,7 @@ from agent_memory.embeddings.text import Embedder
 NOTE_KINDS = {"decision", "fact", "finding", "procedure", "preference", "note", "handoff"}
 
 
-@pytest.mark.parametrize("name", [SHIPPED, HELDOUT, THIRD, FOURTH, FIFTH])
+@pytest.mark.parametrize("name", [SHIPPED, HELDOUT, THIRD, FOURTH, FIFTH, SIXTH])
 def test_each_shipped_set_is_one_project_with_half_its_questions_paraphrased(name: str) -> None:
     notes = load_notes(name=name)
     ids = {n.note_id for n in notes.notes}
@@ -48,12 +51,12 @@ def test_each_shipped_set_is_one_project_with_half_its_questions_paraphrased(nam
     assert days == sorted(days) and len({n.written_at for n in notes.notes}) == len(notes.notes)
 
 
-@pytest.mark.parametrize("other", [HELDOUT, THIRD, FOURTH, FIFTH])
-def test_the_other_sets_are_other_projects(other: str) -> None:
-    shipped, heldout = load_notes(), load_notes(name=other)
-    assert not {n.note_id for n in shipped.notes} & {n.note_id for n in heldout.notes}
-    assert not {n.text for n in shipped.notes} & {n.text for n in heldout.notes}
-    assert not {q.text for q in shipped.queries} & {q.text for q in heldout.queries}
+@pytest.mark.parametrize("one, other", list(itertools.combinations(SETS.values(), 2)))
+def test_the_sets_are_other_projects(one: str, other: str) -> None:
+    first, second = load_notes(name=one), load_notes(name=other)
+    assert not {n.note_id for n in first.notes} & {n.note_id for n in second.notes}
+    assert not {n.text for n in first.notes} & {n.text for n in second.notes}
+    assert not {q.text for q in first.queries} & {q.text for q in second.queries}
 
 
 def test_scores_count_a_hit_in_the_top_five_and_its_reciprocal_rank() -> None:

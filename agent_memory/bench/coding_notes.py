@@ -15,7 +15,8 @@ of six letters from their note).
 `coding_notes_fifth.json` (`FIFTH`: 70 notes, 56 questions) is a fifth project's (a collaborative editor), written
 blind by a writer that read no other set and ran nothing, while the settings of a larger text model were chosen on
 the first four, and scored once with the configurations named before it was read (docs/benchmarks.md, "Which text
-model").
+model"). `coding_notes_sixth.json` (`SIXTH`: 70 notes, 56 questions) is a sixth project's (buoy firmware), written
+blind the same way and scored once, with outcomes stated before it was read (docs/benchmarks.md, "Coding notes").
 
 Each note is written as one user turn in a session of its own (`process_turns`, `save.keep_all`, so every note is
 a memory), dated `day` days after the first note; the questions are asked a day after the last note, through
@@ -52,7 +53,8 @@ HELDOUT = "coding_notes_heldout"  # another project's notes, written apart from 
 THIRD = "coding_notes_third"  # a third project's, written after the settings were chosen and scored once
 FOURTH = "coding_notes_fourth"  # a fourth project's, written after the third was scored, before any new setting
 FIFTH = "coding_notes_fifth"  # a fifth project's, written blind (no other set seen, no retriever run), scored once
-SETS = {"shipped": SHIPPED, "heldout": HELDOUT, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH}
+SIXTH = "coding_notes_sixth"  # a sixth project's (firmware), written blind like the fifth, scored once
+SETS = {"shipped": SHIPPED, "heldout": HELDOUT, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH}
 KINDS = ("literal", "paraphrased")
 NOTES_OWN = ("keyword_evidence", "graph_weight")  # retrieval settings notes' recall takes from notes.*
 ALONE_OFF: dict[str, Any] = {  # everything beside one search layer switched off: that layer's ranking alone
@@ -125,7 +127,7 @@ class NoteSet:
 
 
 def load_notes(path: Path | None = None, *, name: str = SHIPPED) -> NoteSet:
-    """A set that ships with the package (SHIPPED, HELDOUT, THIRD, FOURTH, FIFTH), or another file of the same shape at `path`."""
+    """A set that ships with the package (SETS), or another file of the same shape at `path`."""
     text = (
         path.read_text("utf-8")
         if path

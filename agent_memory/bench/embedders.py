@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from agent_memory.bench.coding_notes import FIFTH, FOURTH, HELDOUT, SHIPPED, THIRD, load_notes
+from agent_memory.bench.coding_notes import SETS, load_notes
 from agent_memory.bench.folds import Rows, clustered_interval
 from agent_memory.config import load_config
 from agent_memory.embeddings.text import Embedder, SentenceTransformerEmbedder
 from agent_memory.engines import make_embedder
 
-NOTE_SETS = (SHIPPED, HELDOUT, THIRD, FOURTH, FIFTH)
+NOTE_SETS = tuple(SETS.values())  # every coding-notes set that ships
 LOCOMO_CATEGORIES = (1, 2, 3, 4)
 DIA_ID = re.compile(r"D:?(\d+):0*(\d+)")
 

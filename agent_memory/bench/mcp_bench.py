@@ -65,11 +65,13 @@ async def _seed_notes(config: Any, embedder: Any) -> None:
         await manager.notes.handoff("Seeded the store.", ["measure the MCP server"], agent="bench")
 
 
-def _server(data_dir: Path) -> StdioServerParameters:
+def _server(data_dir: Path, config_path: Path | None = None) -> StdioServerParameters:
+    """`agent-memory mcp` for `data_dir`; with `config_path`, it and the daemon it starts read that file."""
     command = "from agent_memory.interfaces.cli import main; raise SystemExit(main())"
+    config = ["--config", str(config_path)] if config_path is not None else []
     return StdioServerParameters(
         command=sys.executable,
-        args=["-c", command, "--data-dir", str(data_dir), "mcp", "--namespace", "default", "--agent", "bench"],
+        args=["-c", command, "--data-dir", str(data_dir), *config, "mcp", "--namespace", "default", "--agent", "bench"],
         cwd=str(data_dir.parent),
     )
 
@@ -83,27 +85,30 @@ async def _timed(session: Client, name: str, arguments: dict[str, Any]) -> tuple
     return took, result.structured_content
 
 
-async def cold_start(data_dir: Path) -> float:
+async def cold_start(data_dir: Path, config_path: Path | None = None) -> float:
     """Seconds from spawning `agent-memory mcp` (no daemon running) to the first memory_boot answer."""
     await asyncio.to_thread(stop_daemon, data_dir)  # it waits: off the loop
     started = time.perf_counter()
-    async with Client(_server(data_dir)) as session:
+    async with Client(_server(data_dir, config_path)) as session:
         await _timed(session, "memory_boot", {"task": "start"})
         return time.perf_counter() - started
 
 
-async def run(size: int, calls: int, cold: int, keep: Path | None, growth: bool = True) -> dict[str, Any]:
+async def run(
+    size: int, calls: int, cold: int, keep: Path | None, growth: bool = True, config_path: Path | None = None
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
-        config, embedder = await synthetic_store(keep or Path(scratch), size, fresh=keep is None)
+        store = keep or Path(scratch)
+        config, embedder = await synthetic_store(store, size, fresh=keep is None, config_path=config_path)
         await _seed_notes(config, embedder)
         await embedder.aclose()
         data_dir = config.data_dir
         try:
-            colds = [await cold_start(data_dir) for _ in range(cold)]
+            colds = [await cold_start(data_dir, config_path) for _ in range(cold)]
             rng = random.Random(7)
             times: dict[str, list[float]] = {"memory_recall": [], "memory_boot": []}
             timed_calls: list[dict[str, Any]] = []  # every timed call, in order: which are slow, and when
-            async with Client(_server(data_dir)) as session:
+            async with Client(_server(data_dir, config_path)) as session:
                 for _ in range(10):  # warm the daemon's caches and the connection
                     await _timed(session, "memory_recall", {"query": rng.choice(QUERIES)})
                 for n in range(calls):
@@ -121,6 +126,7 @@ async def run(size: int, calls: int, cold: int, keep: Path | None, growth: bool 
         finally:
             await asyncio.to_thread(stop_daemon, data_dir)  # it waits: off the loop
     report: dict[str, Any] = {"size": size, "calls": calls, "cold_start_s": colds, "boot_growth": boots}
+    report["text_model"] = {"name": embedder.name, "dimension": config.embedding.dimension}
     for name, values in times.items():
         report[name] = {"p50_ms": statistics.median(values), "p95_ms": percentile(values, 0.95), "n": len(values)}
     report["timed_calls"] = timed_calls
@@ -147,7 +153,9 @@ async def _growth(session: Client, rng: random.Random) -> list[dict[str, Any]]:
 
 
 def format_report(report: dict[str, Any]) -> str:
+    model = report["text_model"]
     lines = [f"store: {report['size']} synthetic memories + notes; {report['calls']} calls of each tool over stdio"]
+    lines.append(f"text model: {model['name']} ({model['dimension']} dimensions)")
     for name in ("memory_recall", "memory_boot"):
         r = report[name]
         lines.append(f"{name}: p50 {r['p50_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms")
@@ -173,9 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="build the store here and reuse it next time")
     parser.add_argument("--no-growth", action="store_true", help="skip the 1,100 writes of the boot growth check")
     parser.add_argument("--out", type=Path, help="write the report as JSON here")
+    parser.add_argument("--config", type=Path, help="a TOML config for the store, the server and its daemon")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    report = asyncio.run(run(args.size, args.calls, args.cold, args.keep, growth=not args.no_growth))
+    growth = not args.no_growth
+    report = asyncio.run(run(args.size, args.calls, args.cold, args.keep, growth=growth, config_path=args.config))
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(format_report(report))

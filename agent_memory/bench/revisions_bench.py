@@ -28,12 +28,13 @@ from agent_memory.models import new_id
 
 
 async def synthetic_store(
-    where: Path, size: int, *, seed: int = 7, pool: int = 3000, fresh: bool = False
+    where: Path, size: int, *, seed: int = 7, pool: int = 3000, fresh: bool = False, config_path: Path | None = None
 ) -> tuple[Config, Embedder]:
     """The latency benchmark's synthetic store of `size` memories in `where` (built there unless one is; with
-    `fresh`, in `where` itself), and the real embedder, loaded."""
+    `fresh`, in `where` itself), and the real embedder, loaded. `config_path`: a TOML file over the defaults (another
+    text model: `[embedding] model_path`, `dimension`), the process's environment still ignored."""
     root = where if fresh else where / f"revisions-{size}-seed-{seed}-pool-{pool}"
-    config = load_config(environ={}, data_dir=str(root), save__keep_all=True)
+    config = load_config(config_path, environ={}, data_dir=str(root), save__keep_all=True)
     real = make_embedder(config)
     await real.load()
     if not (root / "memory.db").exists():

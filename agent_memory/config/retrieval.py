@@ -126,6 +126,7 @@ class NotesConfig(Section):
     graph_weight: float = Field(default=0.0, ge=0.0)
     """`retrieval.graph_weight` for notes' recall and boot: 0, no graph walk. Notes are written one by one, each
     about its own thing, so the walk's neighbours (the notes that share an entity or follow in a session) are not
-    evidence for a question: on the five coding-notes sets, paraphrased recall@5 without it was never lower and
-    higher on two (MiniLM: 0.833 -> 0.900 held out, 0.750 -> 0.786 on the fifth set, written blind and scored
-    once), MRR higher on all five; retrieve() keeps its walk (LoCoMo dev -0.016 recall without it)."""
+    evidence for a question: on the six coding-notes sets, paraphrased recall@5 without it was never lower and
+    higher on three (MiniLM: 0.833 -> 0.900 held out, 0.750 -> 0.786 on the fifth set and 0.714 -> 0.821 on the
+    sixth, each written blind and scored once), MRR higher on all six; retrieve() keeps its walk (LoCoMo dev -0.016
+    recall without it)."""

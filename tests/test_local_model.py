@@ -20,26 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SIZE = 128
 
 
-@pytest.fixture(scope="module")
-def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real sentence-transformers model of another size: MiniLM's shipped weights with a seeded 384 -> 128 dense
-    projection and normalisation on top, saved as a folder the way a downloaded model is."""
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    try:  # sentence-transformers 5.2 moved its modules; sentence_transformers.models still works, deprecated
-        from sentence_transformers.sentence_transformer.modules import Dense, Normalize
-    except ImportError:
-        from sentence_transformers.models import Dense, Normalize  # type: ignore[no-redef,import-not-found]
-
-    torch.manual_seed(7)
-    base = SentenceTransformer(default_model_path(), device="cpu", local_files_only=True)
-    dense = Dense(in_features=384, out_features=SIZE, activation_function=torch.nn.Identity())
-    folder = tmp_path_factory.mktemp("models") / "minilm-128"
-    SentenceTransformer(modules=[*base, dense, Normalize()], device="cpu").save(str(folder))
-    return folder
-
-
 def model_config(tmp_path: Path, folder: Path, dimension: int) -> Config:
     environ = {
         "AGENT_MEMORY__EMBEDDING__BACKEND": "torch",

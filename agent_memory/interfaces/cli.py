@@ -24,6 +24,7 @@ from agent_memory.interfaces.cli_ingest import cmd_ingest
 from agent_memory.interfaces.cli_mcp import cmd_mcp
 from agent_memory.interfaces.cli_parser import build_parser
 from agent_memory.interfaces.cli_proxy import cmd_chat, cmd_proxy
+from agent_memory.interfaces.cli_reembed import cmd_reembed
 from agent_memory.interfaces.cli_setup import cmd_hooks, cmd_setup
 from agent_memory.interfaces.routing import open_store
 from agent_memory.models import JobRun, Memory, RetrievalResult
@@ -367,6 +368,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "stats": cmd_stats,
     "doctor": cmd_doctor,
+    "reembed": cmd_reembed,
     "decay": cmd_job,
     "tier": cmd_job,
     "assess": cmd_job,

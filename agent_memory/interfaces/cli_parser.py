@@ -67,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     stats = commands.add_parser("stats", help="counts from every store")
     stats.add_argument("--json", action="store_true")
 
+    commands.add_parser(
+        "reembed",
+        help="make every text vector again with the configured text model (another one: --config), in place",
+    )
     doctor = commands.add_parser("doctor", help="check that the stores agree; --repair rebuilds projections")
     doctor.add_argument("--repair", action="store_true")
 

@@ -34,6 +34,7 @@ from agent_memory.storage.outcome_records import OutcomeQueries
 from agent_memory.storage.private import make_private_file
 from agent_memory.storage.recall_records import RecallQueries
 from agent_memory.storage.recovery_records import RecoveryQueries, set_recovery_start
+from agent_memory.storage.reembed_records import ReembedQueries
 from agent_memory.storage.retrieval_records import RetrievalQueries
 from agent_memory.storage.revision_records import RevisionQueries
 from agent_memory.storage.rows import (
@@ -67,6 +68,7 @@ class SqliteRecords(
     RevisionQueries,
     FactQueries,
     ContextQueries,
+    ReembedQueries,
 ):
     def __init__(
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: Path | None = None

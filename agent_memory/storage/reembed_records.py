@@ -1,0 +1,142 @@
+"""The records behind re-embedding (reembed.py): what each text vector was made from, the staged new vectors, the
+other vectors a text model made (retrieval gaps' questions, digest topics' sums), and the swap, in one transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agent_memory.errors import StorageError
+from agent_memory.models import LogPosition
+
+# Every memory with a text vector, with what the write path embedded it from: its own turn's place in the log (to
+# tell an unchanged turn from one revised or compressed since) and the place of the turn logged just before it in
+# its session, kept or not. Notes and the chunks of a long turn stand alone, as they did when written.
+_TARGETS = """
+WITH around AS (
+    SELECT turn_id, segment, offset, length,
+           LAG(segment) OVER w AS before_segment, LAG(offset) OVER w AS before_offset,
+           LAG(length) OVER w AS before_length
+    FROM turns WINDOW w AS (PARTITION BY namespace, session_id ORDER BY turn_number)
+)
+SELECT m.memory_id, m.revision, m.content,
+       EXISTS (SELECT 1 FROM notes AS n WHERE n.memory_id = m.memory_id)
+           OR EXISTS (SELECT 1 FROM memory_chunks AS c WHERE c.memory_id = m.memory_id) AS alone,
+       a.segment, a.offset, a.length, a.before_segment, a.before_offset, a.before_length
+FROM memories AS m LEFT JOIN around AS a ON a.turn_id = m.source_turn_id
+WHERE m.embedding IS NOT NULL AND length(m.embedding) > 0
+ORDER BY m.rowid
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSource:
+    """One memory's text vector and what it was made from."""
+
+    memory_id: str
+    revision: int
+    content: str
+    alone: bool  # a note or a chunk: embedded without a neighbour's words
+    turn: LogPosition | None  # its own turn in the log, when it came from one
+    before: LogPosition | None  # the turn logged just before that one in its session
+
+
+class ReembedQueries:
+    if TYPE_CHECKING:  # provided by SqliteRecords, which owns the connections
+
+        async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
+
+        def transaction(self, *, projected: bool = True) -> AbstractAsyncContextManager[Any]: ...
+
+    async def vector_sources(self) -> list[VectorSource]:
+        """Every memory that holds a text vector, oldest first."""
+        return [
+            VectorSource(
+                str(r[0]),
+                int(r[1]),
+                str(r[2]),
+                bool(r[3]),
+                LogPosition(int(r[4]), int(r[5]), int(r[6])) if r[4] is not None else None,
+                LogPosition(int(r[7]), int(r[8]), int(r[9])) if r[7] is not None else None,
+            )
+            for r in await self._fetch(_TARGETS)
+        ]
+
+    async def vector_models(self) -> set[str]:
+        """The names of the models that made the stored text vectors."""
+        rows = await self._fetch(
+            "SELECT DISTINCT coalesce(embedding_model, '') FROM memories "
+            "WHERE embedding IS NOT NULL AND length(embedding) > 0"
+        )
+        return {str(r[0]) for r in rows}
+
+    async def staged_vectors(self, model: str) -> dict[str, int]:
+        """memory id -> revision of the vectors staged by `model`; rows staged by another model are dropped."""
+        async with self.transaction(projected=False) as db:
+            await db.execute("DELETE FROM reembedding WHERE model != ?", (model,))
+        return {str(r[0]): int(r[1]) for r in await self._fetch("SELECT memory_id, revision FROM reembedding")}
+
+    async def stage_vectors(self, rows: Sequence[tuple[str, int, bytes]], model: str) -> None:
+        """Keep (memory id, revision, float32 vector) rows made by `model` until the swap, in one transaction."""
+        async with self.transaction(projected=False) as db:
+            await db.executemany(
+                "INSERT INTO reembedding (memory_id, revision, model, vector) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (memory_id) DO UPDATE SET revision = excluded.revision, model = excluded.model, "
+                "vector = excluded.vector",
+                [(memory_id, revision, model, blob) for memory_id, revision, blob in rows],
+            )
+
+    async def gap_questions(self) -> list[tuple[str, str]]:
+        """(gap id, question) of every retrieval gap that holds a vector of its question."""
+        rows = await self._fetch("SELECT gap_id, query FROM retrieval_gaps WHERE vector IS NOT NULL ORDER BY rowid")
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    async def topic_sentences(self) -> dict[int, list[str]]:
+        """topic id -> its statements' sentences: a digest topic's total is the sum of their unit vectors."""
+        rows = await self._fetch(
+            "SELECT topic_id, sentence FROM digest_statements ORDER BY topic_id, memory_id, position"
+        )
+        found: dict[int, list[str]] = {}
+        for topic_id, sentence in rows:
+            found.setdefault(int(topic_id), []).append(str(sentence))
+        return found
+
+    async def swap_vectors(
+        self, model: str, *, gaps: Mapping[str, bytes], topics: Mapping[int, bytes], expected: Mapping[str, int]
+    ) -> int:
+        """Move every staged vector into its memory, with `model` as the model that made it, the gaps' and topics'
+        new vectors in place, the context vectors dropped (made again by the next model that computes them), and
+        the staging table emptied: one transaction, so a store holds one model's vectors or the other's. `expected`
+        is memory id -> revision of the memories that must be staged; if any is missing or stale, nothing is
+        changed. Returns how many memories were swapped."""
+        async with self.transaction(projected=False) as db:
+            staged = {
+                str(r[0]): int(r[1])
+                for r in await db.execute_fetchall(
+                    "SELECT memory_id, revision FROM reembedding WHERE model = ?", (model,)
+                )
+            }
+            wrong = [m for m, revision in expected.items() if staged.get(m) != revision]
+            if wrong:
+                raise StorageError(
+                    f"Re-embedding is not complete: {len(wrong)} memories have no current vector staged "
+                    f"(first {wrong[0]}); nothing was changed"
+                )
+            cursor = await db.execute(
+                "UPDATE memories SET embedding = s.vector, embedding_model = s.model FROM reembedding AS s "
+                "WHERE memories.memory_id = s.memory_id AND memories.revision = s.revision AND s.model = ?",
+                (model,),
+            )
+            swapped = cursor.rowcount
+            await db.executemany(
+                "UPDATE retrieval_gaps SET vector = ? WHERE gap_id = ?", [(v, g) for g, v in gaps.items()]
+            )
+            await db.executemany(
+                "UPDATE digest_topics SET total = ? WHERE topic_id = ?", [(v, t) for t, v in topics.items()]
+            )
+            await db.execute("DELETE FROM context_vectors")
+            await db.execute("DELETE FROM reembedding")
+        return int(swapped)

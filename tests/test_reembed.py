@@ -1,0 +1,197 @@
+"""Re-embedding a store with another text model in place (reembed.py, `agent-memory reembed`): every vector a
+model made is made again as the write path would make it with the new model, nothing else changes, an interrupted
+run resumes, a memory changed between two runs is embedded again, and a store with a running owner is refused.
+
+The new model is a real one of another size (`model_folder`: MiniLM with a seeded 384 -> 128 projection, run by
+sentence-transformers); the store is made by the shipped MiniLM."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent_memory.config import Config, load_config
+from agent_memory.embeddings.text import Embedder
+from agent_memory.engines import make_embedder
+from agent_memory.errors import ConfigError, StoreLocked
+from agent_memory.interfaces.cli import main
+from agent_memory.interfaces.cli_reembed import reembed_store
+from agent_memory.manager import MemoryManager
+from agent_memory.models import MemoryStatus, TurnInput
+from agent_memory.sleep.jobs import run_job
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCAL_MODEL_SIZE = 128  # conftest's model_folder
+T0 = datetime(2023, 5, 8, 12, tzinfo=UTC)
+LATER = T0 + timedelta(days=90)
+CONVERSATION = [  # short turns of three sessions: each but a session's first is embedded with the one before it
+    ("s1", "Melanie: I just signed up for a pottery class yesterday. How are you?"),
+    ("s1", "Caroline: I went to a support group meeting, it was so powerful."),
+    ("s2", "Melanie: We went camping at the lake with the kids last weekend!"),
+    ("s2", "Caroline: I am researching adoption agencies now."),
+    ("s3", "Melanie: I finished my first pottery bowl, I love making pottery."),
+    ("s3", "Melanie: The kids and I went swimming at the beach."),
+]
+NOTE = "Decision: the export job keeps its state in SQLite, one writer, batches of 200."
+LONG = " ".join(
+    f"Line {n} of the deploy log: step {n} finished in {n * 7} ms on host build-{n % 5}." for n in range(90)
+)
+
+
+def store_config(data_dir: Path, **embedding: str) -> Config:
+    environ = {f"AGENT_MEMORY__EMBEDDING__{key.upper()}": value for key, value in embedding.items()}
+    environ |= {"AGENT_MEMORY__SAVE__KEEP_ALL": "true", "AGENT_MEMORY__MAX_CONTENT_BYTES": "2048"}
+    return load_config(ROOT / "config" / "default.toml", environ=environ, data_dir=str(data_dir))
+
+
+@pytest.fixture
+def shipped(tmp_path: Path) -> Config:
+    return store_config(tmp_path / "store")
+
+
+@pytest.fixture
+def local(tmp_path: Path, model_folder: Path) -> Config:
+    """The same store, configured for the other model."""
+    return store_config(
+        tmp_path / "store", backend="torch", model_path=str(model_folder), dimension=str(LOCAL_MODEL_SIZE)
+    )
+
+
+@pytest.fixture
+async def other(local: Config) -> AsyncIterator[Embedder]:
+    embedder = make_embedder(local)
+    await embedder.load()
+    yield embedder
+    await embedder.aclose()
+
+
+async def fill(manager: MemoryManager) -> dict[str, str]:
+    """A conversation, a note, a long turn (chunks), a digest topic, an open gap, an update and a forget; returns
+    their ids by name."""
+    turns = [TurnInput(s, n, text, at=T0 + timedelta(days=10 * int(s[1:]))) for n, (s, text) in enumerate(CONVERSATION)]
+    ids = {f"turn{n}": r.memory_id or "" for n, r in enumerate(await manager.process_turns(turns))}
+    ids["note"] = (await manager.notes.write(NOTE, kind="decision")).memory.memory_id
+    long = await manager.process_turn("logs", 0, LONG, at=T0)
+    ids |= {f"chunk{n}": chunk for n, chunk in enumerate(long.chunk_memory_ids)}
+    assert (await run_job(manager, "digest", now=LATER)).status == "ok"
+    await manager.retrieve("which submarine did the admiral command?")  # nothing like it: a gap opens
+    updated = await manager.update(
+        ids["turn3"], "Caroline: I am researching adoption agencies in Lisbon now.", expected_revision=1
+    )
+    ids["updated"] = updated.memory_id
+    await manager.forget(ids["turn5"], expected_revision=1)
+    await manager.settle()
+    return ids
+
+
+async def vectors(manager: MemoryManager) -> dict[str, tuple[np.ndarray, str, int, str]]:
+    """memory id -> (text vector, model, revision, status) of every memory with one."""
+    rows = await manager.records._fetch(
+        "SELECT memory_id, embedding, embedding_model, revision, status FROM memories WHERE length(embedding) > 0"
+    )
+    return {r[0]: (np.frombuffer(r[1], dtype=np.float32), r[2], r[3], r[4]) for r in rows}
+
+
+async def test_a_store_moves_to_another_model_with_every_vector_made_as_the_write_path_makes_it(
+    shipped: Config, local: Config, embedder: Embedder, other: Embedder, tmp_path: Path
+) -> None:
+    async with MemoryManager.open(shipped, embedder=embedder) as manager:
+        ids = await fill(manager)
+        before = await vectors(manager)
+        gaps_before = len(await manager.open_gaps())
+        topics = await manager.records._fetch("SELECT count(*) FROM digest_topics")
+    assert gaps_before == 1 and topics[0][0] >= 1 and len(ids) > 10
+
+    report = await reembed_store(local, say=lambda line: None, embedder=other)
+
+    assert report["done"] and report["memories"] == len(before) and report["was"] == 384
+    assert report["gaps"] == 1 and report["topics"] == topics[0][0] and report["indexed"] == len(before)
+    async with MemoryManager.open(local, embedder=other) as manager:
+        after = await vectors(manager)
+        assert set(after) == set(before)  # nothing came or went: only vectors changed
+        for memory_id, (vector, model, revision, status) in after.items():
+            assert vector.shape == (LOCAL_MODEL_SIZE,) and model == "minilm-128"
+            assert (revision, status) == before[memory_id][2:]
+        assert after[ids["turn5"]][3] == MemoryStatus.FORGOTTEN.value  # a forgotten memory stays forgotten
+        gap = await manager.records._fetch("SELECT vector FROM retrieval_gaps")
+        assert len(gap[0][0]) == LOCAL_MODEL_SIZE * 4
+        total = await manager.records._fetch("SELECT total FROM digest_topics LIMIT 1")
+        assert len(total[0][0]) == LOCAL_MODEL_SIZE * 8  # float64
+        found = await manager.retrieve("how does the export job keep its state?", k=3)
+        assert found[0].memory.memory_id == ids["note"]
+        assert (await manager.doctor()).consistent  # SQLite, the rebuilt vector store and the graph agree
+
+    # The same turns written by the new model from the start give the same vectors (to float32 precision).
+    async with MemoryManager.open(store_config(tmp_path / "fresh", **_local(local)), embedder=other) as fresh:
+        again = await fill(fresh)
+        direct = await vectors(fresh)
+    for name in ("turn0", "turn1", "turn2", "turn4", "note", "chunk0", "chunk3", "updated"):
+        assert np.allclose(after[ids[name]][0], direct[again[name]][0], atol=1e-5), name
+
+
+def _local(config: Config) -> dict[str, str]:
+    e = config.embedding
+    return {"backend": e.backend, "model_path": e.model_path, "dimension": str(e.dimension)}
+
+
+async def test_an_interrupted_run_resumes_and_embeds_again_what_changed_meanwhile(
+    shipped: Config, local: Config, embedder: Embedder, other: Embedder
+) -> None:
+    async with MemoryManager.open(shipped, embedder=embedder) as manager:
+        turns = [TurnInput("s", n, f"Turn {n}: the build on runner {n} took {n + 3} minutes.") for n in range(12)]
+        ids = [r.memory_id or "" for r in await manager.process_turns(turns)]
+
+    stopped = await reembed_store(local, say=lambda line: None, limit=5, embedder=other)
+    assert not stopped["done"] and stopped["left"] == 7
+
+    async with MemoryManager.open(shipped, embedder=embedder) as manager:  # still the old model's store
+        assert (await manager.retrieve("runner 3", k=1))[0].memory.memory_id == ids[3]
+        await manager.update(ids[0], "Turn 0: the build on runner 0 took an hour.", expected_revision=1)
+
+    finished = await reembed_store(local, say=lambda line: None, embedder=other)
+    assert finished["done"] and finished["memories"] == 12
+    async with MemoryManager.open(local, embedder=other) as manager:
+        stored = await vectors(manager)
+        expected = (await other.embed(["Turn 0: the build on runner 0 took an hour."]))[0]
+        assert np.allclose(stored[ids[0]][0], expected, atol=1e-5)  # staged before its update, embedded again
+        assert (await manager.records._fetch("SELECT count(*) FROM reembedding"))[0][0] == 0
+
+    assert not (await reembed_store(local, say=lambda line: None, embedder=other))["done"]  # nothing left to do
+
+
+async def test_a_store_with_a_running_owner_or_none_at_all_is_refused(
+    shipped: Config, local: Config, embedder: Embedder, other: Embedder, tmp_path: Path
+) -> None:
+    async with MemoryManager.open(shipped, embedder=embedder) as manager:
+        await manager.process_turn("s", 0, "The staging database moved to port 5433.")
+        with pytest.raises(StoreLocked):
+            await reembed_store(local, say=lambda line: None, embedder=other)
+    with pytest.raises(ConfigError, match="No store in"):
+        await reembed_store(store_config(tmp_path / "nowhere"), say=lambda line: None, embedder=embedder)
+    async with MemoryManager.open(shipped, embedder=embedder) as manager:  # the refusal changed nothing
+        assert len(await vectors(manager)) == 1
+
+
+def test_the_command_line_moves_the_store_then_finds_nothing_to_do(
+    tmp_path: Path, model_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_dir = tmp_path / "store"
+    turns = tmp_path / "turns.jsonl"
+    turns.write_text('{"session_id": "s", "turn_number": 0, "content": "The staging database moved to port 5433."}\n')
+    assert main(["--data-dir", str(data_dir), "ingest", str(turns)]) == 0
+    settings = tmp_path / "local.toml"
+    settings.write_text(
+        f'[embedding]\nbackend = "torch"\nmodel_path = "{model_folder}"\ndimension = {LOCAL_MODEL_SIZE}\n',
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert main(["--data-dir", str(data_dir), "--config", str(settings), "reembed"]) == 0
+    assert "re-embedded 1 memories" in capsys.readouterr().out
+    assert main(["--data-dir", str(data_dir), "--config", str(settings), "reembed"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert main(["--data-dir", str(data_dir), "--config", str(settings), "search", "staging database port"]) == 0
+    assert "5433" in capsys.readouterr().out

@@ -163,6 +163,23 @@ async def test_an_interrupted_run_resumes_and_embeds_again_what_changed_meanwhil
     assert not (await reembed_store(local, say=lambda line: None, embedder=other))["done"]  # nothing left to do
 
 
+async def test_an_erase_drops_the_staged_vectors_made_from_what_it_erases(
+    shipped: Config, local: Config, embedder: Embedder, other: Embedder
+) -> None:
+    """A staged vector is made from a memory's words: an erase between two runs leaves none behind, and the next
+    run stages the store that is left."""
+    async with MemoryManager.open(shipped, embedder=embedder) as manager:
+        turns = [TurnInput("s", n, f"Turn {n}: the build on runner {n} took {n + 3} minutes.") for n in range(6)]
+        ids = [r.memory_id or "" for r in await manager.process_turns(turns)]
+    assert not (await reembed_store(local, say=lambda line: None, limit=5, embedder=other))["done"]
+    async with MemoryManager.open(shipped, embedder=embedder) as manager:
+        assert (await manager.records._fetch("SELECT count(*) FROM reembedding"))[0][0] == 5
+        await manager.erase(reason="test", memory_ids=[ids[2]])
+        assert (await manager.records._fetch("SELECT count(*) FROM reembedding"))[0][0] == 0
+    finished = await reembed_store(local, say=lambda line: None, embedder=other)
+    assert finished["done"] and finished["memories"] == 5
+
+
 async def test_a_store_with_a_running_owner_or_none_at_all_is_refused(
     shipped: Config, local: Config, embedder: Embedder, other: Embedder, tmp_path: Path
 ) -> None:

@@ -334,6 +334,7 @@ class ErasureRecords:
                 else:
                     await db.execute("DELETE FROM facts WHERE fact_id = ?", (fact_id,))
             await each("DELETE FROM memories WHERE memory_id IN ({marks})", ids)  # FTS, links, entities, revisions
+            await db.execute("DELETE FROM reembedding")  # a staged vector may be made from what goes: reembed again
             await each("DELETE FROM shadowed_records WHERE turn_id IN ({marks})", [t for _, t in closure.places])
             await each("DELETE FROM turns WHERE turn_id IN ({marks})", turns)
             neighbours = await _context_around(db, turns)  # their context vectors were read from an erased turn

@@ -38,9 +38,11 @@ from typing import Any
 import numpy as np
 
 from agent_memory.cognition.digest import Statement, render
+from agent_memory.config import EmbeddingConfig
 from agent_memory.erase_scan import Needles, ScanReport, mask, scan_tree, unmask
 from agent_memory.errors import InvalidInput, RecordErased
 from agent_memory.models import Extraction, new_id
+from agent_memory.reembed import embed_as_written
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.erase_records import Closure, DigestRewrite, ErasureRecords
 from agent_memory.storage.journal import JsonlJournal
@@ -108,6 +110,7 @@ class Eraser:
         embed: Embed,
         extract: Callable[[str], Extraction],
         min_statements: int,
+        embedding: EmbeddingConfig,
         data_dir: Path,
         clock: Callable[[], datetime],
     ) -> None:
@@ -115,6 +118,7 @@ class Eraser:
         self._graph, self._vectors, self._drain, self._flush_retrievals = graph, vectors, drain, flush_retrievals
         self._drop_caches = drop_caches
         self._embed, self._extract, self._min = embed, extract, min_statements
+        self._embedding = embedding  # how the write path mixes a short turn with the one before it
         self._dir, self._clock = data_dir, clock
         self._lock = asyncio.Lock()  # one erase at a time: each compacts and scans the whole directory
 
@@ -216,9 +220,11 @@ class Eraser:
             await self._flush_retrievals()  # a retrieval waiting to be recorded may name what goes
             rewrites = await self._digest_rewrites(closure)  # before the log goes: it reads the statements' memories
             steps.done("digests")
+            followers = await self._followers(closure)
+            steps.done("followers")
             await self._journal.erase(closure.places, erase_id)
             steps.done("log")
-            await self._store.purge(erase_id, closure, rewrites, self._clock())
+            await self._store.purge(erase_id, closure, rewrites, self._clock(), followers)
             self._drop_caches()  # the write path's caches of recent turns' words and vectors
             steps.done("sqlite")
         await asyncio.to_thread(self._remove_images, closure.images, await self._records.media_paths())
@@ -232,6 +238,15 @@ class Eraser:
         await self._store.finish(erase_id, proof.as_dict(), self._clock())
         await self._store.compact_files(vacuum=False)  # the intent's masked words: zeroed, and the WAL cut
         return proof
+
+    async def _followers(self, closure: Closure) -> dict[str, tuple[int, bytes]]:
+        """The vectors, made again without the erased turns, of the memories that may have been embedded with one
+        (erase_records.py, `followers`): memory id -> (revision, float32 vector)."""
+        sources = await self._store.followers(closure)
+        if not sources:
+            return {}
+        vectors = await embed_as_written(sources, journal=self._journal, embed=self._embed, settings=self._embedding)
+        return {s.memory_id: (s.revision, v.astype("<f4").tobytes()) for s, v in zip(sources, vectors, strict=True)}
 
     async def _digest_rewrites(self, closure: Closure) -> list[DigestRewrite]:
         rewrites = []

@@ -242,6 +242,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 embed=self.embedder.embed,
                 extract=self.extractor.extract,
                 min_statements=self.config.sleep.digest_min_statements,
+                embedding=self.config.embedding,
                 data_dir=data_dir,
                 clock=self.clock,
             )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,27 +117,39 @@ class Reembedder:
         return Swapped(model, swapped, len(gaps), len(topics))
 
     async def _vectors(self, sources: Sequence[VectorSource]) -> np.ndarray:
-        """The vectors the write path would make for `sources` with this model: each one's words, and for a short
-        unchanged turn the turn before it as well."""
-        befores = [await self._before(source) for source in sources]
-        extra = list(dict.fromkeys(b for b in befores if b is not None))
-        embedded = await self._embedder.embed([s.content for s in sources] + extra)
-        own, prior = embedded[: len(sources)], dict(zip(extra, embedded[len(sources) :], strict=True))
-        vectors = np.array(own, dtype=np.float32, copy=True)
-        weight = self._settings.previous_weight
-        for row, before in enumerate(befores):
-            if before is not None:
-                mixed = own[row] + weight * prior[before]
-                vectors[row] = mixed / max(float(np.linalg.norm(mixed)), 1e-12)
-        return vectors
+        return await embed_as_written(
+            sources, journal=self._journal, embed=self._embedder.embed, settings=self._settings
+        )
 
-    async def _before(self, source: VectorSource) -> str | None:
-        """The words of the turn a memory was embedded with: the one logged before its own, when both are short and
-        the memory still holds its turn's words; None otherwise."""
-        limit = self._settings.with_previous_max_chars
-        if source.alone or source.turn is None or source.before is None or len(source.content) > limit:
-            return None
-        if (await self._journal.read(source.turn)).content != source.content:  # revised or compressed since
-            return None
-        before = (await self._journal.read(source.before)).content
-        return before if len(before) <= limit else None
+
+async def embed_as_written(
+    sources: Sequence[VectorSource],
+    *,
+    journal: Journal,
+    embed: Callable[[Sequence[str]], Awaitable[np.ndarray]],
+    settings: EmbeddingConfig,
+) -> np.ndarray:
+    """The vectors the write path makes for `sources` with the model behind `embed`: each one's words, and for a
+    short turn memory still holding its logged words, the turn before it (`source.before`) as well: the sum of
+    both vectors, that one weighted by `embedding.previous_weight`, re-normalised (write_path.py, `_embed`)."""
+    befores = [await _before(source, journal, settings.with_previous_max_chars) for source in sources]
+    extra = list(dict.fromkeys(b for b in befores if b is not None))
+    embedded = await embed([s.content for s in sources] + extra)
+    own, prior = embedded[: len(sources)], dict(zip(extra, embedded[len(sources) :], strict=True))
+    vectors = np.array(own, dtype=np.float32, copy=True)
+    for row, before in enumerate(befores):
+        if before is not None:
+            mixed = own[row] + settings.previous_weight * prior[before]
+            vectors[row] = mixed / max(float(np.linalg.norm(mixed)), 1e-12)
+    return vectors
+
+
+async def _before(source: VectorSource, journal: Journal, limit: int) -> str | None:
+    """The words of the turn a memory is embedded with: the one before its own, when both are short and the memory
+    still holds its turn's words; None otherwise."""
+    if source.alone or source.turn is None or source.before is None or len(source.content) > limit:
+        return None
+    if (await journal.read(source.turn)).content != source.content:  # revised or compressed since
+        return None
+    before = (await journal.read(source.before)).content
+    return before if len(before) <= limit else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agent_memory import MemoryManager
@@ -15,6 +16,7 @@ from agent_memory.sleep.jobs import run_job
 
 CANARY = "my locker code at the Zephyr-Quokka gym is 7731-ALBATROSS and nobody else knows it"
 PIECES = ("zephyr-quokka gym is 7731", "7731-albatross and nobody")
+SAUNA = "Also I really love the Zephyr-Quokka gym, its sauna is great."
 
 
 def raw_hits(root: Path, pieces: tuple[str, ...] = PIECES) -> list[str]:
@@ -33,9 +35,7 @@ async def fill(manager: MemoryManager, namespace: str = "default") -> str:
             "s1", i, f"I went hiking on day {i} with my sister Ana near the lake.", namespace=namespace
         )
     canary = await manager.process_turn("s1", 12, CANARY, namespace=namespace)
-    await manager.process_turn(
-        "s1", 13, "Also I really love the Zephyr-Quokka gym, its sauna is great.", namespace=namespace
-    )
+    await manager.process_turn("s1", 13, SAUNA, namespace=namespace)
     await manager.settle()
     return canary.turn_id
 
@@ -61,6 +61,32 @@ async def test_erase_removes_every_byte_and_proves_it(manager: MemoryManager, co
         await manager.get(canary_memory)
     report = await manager.doctor()
     assert report.consistent, report.disagreements
+
+
+async def test_the_turn_after_an_erased_one_is_embedded_again_without_it(
+    manager: MemoryManager, config: Config, embedder: Embedder
+) -> None:
+    """A short turn's vector holds the turn before it (write_path.py): after an erase, the next turn's vector is
+    made again with the turn that now precedes it, so no vector keeps a trace of the erased words."""
+    turn_id = await fill(manager)
+    sauna, hiking = SAUNA, "I went hiking on day 11 with my sister Ana near the lake."
+    own, canary, previous = await embedder.embed([sauna, CANARY, hiking])
+    weight = config.embedding.previous_weight
+
+    async def stored() -> np.ndarray:
+        rows = await manager.records._fetch("SELECT embedding FROM memories WHERE content = ?", (sauna,))
+        return np.frombuffer(rows[0][0], dtype=np.float32)
+
+    assert np.allclose(await stored(), _unit(own + weight * canary), atol=1e-5)  # it held the erased turn
+    await manager.erase(turn_ids=[turn_id], reason="the user asked")
+    assert np.allclose(await stored(), _unit(own + weight * previous), atol=1e-5)
+    found = await manager.retrieve("the gym with the great sauna", k=1)
+    assert found[0].memory.content == sauna
+    assert (await manager.doctor()).consistent  # the vector store took the new vector
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return np.asarray(vector / np.linalg.norm(vector), dtype=np.float32)
 
 
 async def test_other_records_keep_their_offsets_and_a_reopen_indexes_nothing(

@@ -133,9 +133,12 @@ async def embed_as_written(
     short turn memory still holding its logged words, the turn before it (`source.before`) as well: the sum of
     both vectors, that one weighted by `embedding.previous_weight`, re-normalised (write_path.py, `_embed`)."""
     befores = [await _before(source, journal, settings.with_previous_max_chars) for source in sources]
-    extra = list(dict.fromkeys(b for b in befores if b is not None))
-    embedded = await embed([s.content for s in sources] + extra)
-    own, prior = embedded[: len(sources)], dict(zip(extra, embedded[len(sources) :], strict=True))
+    contents = [s.content for s in sources]
+    mine = set(contents)  # the turn before is mostly the memory before, in this batch: its vector is made once
+    extra = list(dict.fromkeys(b for b in befores if b is not None and b not in mine))
+    embedded = await embed(contents + extra)
+    own = embedded[: len(sources)]
+    prior = dict(zip(contents, own, strict=True)) | dict(zip(extra, embedded[len(sources) :], strict=True))
     vectors = np.array(own, dtype=np.float32, copy=True)
     for row, before in enumerate(befores):
         if before is not None:

@@ -29,12 +29,12 @@ LOCAL_MODEL_SIZE = 128  # conftest's model_folder
 T0 = datetime(2023, 5, 8, 12, tzinfo=UTC)
 LATER = T0 + timedelta(days=90)
 CONVERSATION = [  # short turns of three sessions: each but a session's first is embedded with the one before it
-    ("s1", "Melanie: I just signed up for a pottery class yesterday. How are you?"),
-    ("s1", "Caroline: I went to a support group meeting, it was so powerful."),
-    ("s2", "Melanie: We went camping at the lake with the kids last weekend!"),
-    ("s2", "Caroline: I am researching adoption agencies now."),
-    ("s3", "Melanie: I finished my first pottery bowl, I love making pottery."),
-    ("s3", "Melanie: The kids and I went swimming at the beach."),
+    ("s1", "Priya: I started learning the cello last month. How is work?"),
+    ("s1", "Tom: Work is fine, busy with the move to the new office."),
+    ("s2", "Priya: We hiked up to the old lighthouse on Sunday!"),
+    ("s2", "Tom: I am looking at flats near the river now."),
+    ("s3", "Priya: I played my first cello piece at the recital, I love the cello."),
+    ("s3", "Priya: The dog and I went running on the beach."),
 ]
 NOTE = "Decision: the export job keeps its state in SQLite, one writer, batches of 200."
 LONG = " ".join(
@@ -80,7 +80,7 @@ async def fill(manager: MemoryManager) -> dict[str, str]:
     assert (await run_job(manager, "digest", now=LATER)).status == "ok"
     await manager.retrieve("which submarine did the admiral command?")  # nothing like it: a gap opens
     updated = await manager.update(
-        ids["turn3"], "Caroline: I am researching adoption agencies in Lisbon now.", expected_revision=1
+        ids["turn3"], "Tom: I am looking at flats near the river in Lisbon now.", expected_revision=1
     )
     ids["updated"] = updated.memory_id
     await manager.forget(ids["turn5"], expected_revision=1)

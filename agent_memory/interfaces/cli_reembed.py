@@ -15,18 +15,13 @@ import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_memory.config import Config
-from agent_memory.embeddings.text import Embedder
-from agent_memory.engines import make_embedder
 from agent_memory.errors import ConfigError
-from agent_memory.manager import MemoryManager
-from agent_memory.reembed import Reembedder
-from agent_memory.storage.journal import JsonlJournal
-from agent_memory.storage.lock import OwnerLock
-from agent_memory.storage.outbox import TEXT
-from agent_memory.storage.records import SqliteRecords
+
+if TYPE_CHECKING:  # the CLI imports no engine until a command needs one (tests/test_light_faces.py)
+    from agent_memory.embeddings.text import Embedder
 
 Say = Callable[[str], None]
 
@@ -58,6 +53,10 @@ async def reembed_store(
     data_dir = config.data_dir
     if not (data_dir / "memory.db").is_file():
         raise ConfigError(f"No store in {data_dir} (no memory.db): nothing to re-embed")
+    from agent_memory.engines import make_embedder
+    from agent_memory.manager import MemoryManager
+    from agent_memory.storage.outbox import TEXT
+
     model = embedder or make_embedder(config)
     try:
         await model.load()  # a model of another size than embedding.dimension is refused here
@@ -73,6 +72,11 @@ async def reembed_store(
 
 async def _reembed(config: Config, embedder: Embedder, say: Say, limit: int | None) -> dict[str, Any]:
     """Stage, set the vector store aside and swap, holding the store's owner lock throughout."""
+    from agent_memory.reembed import Reembedder
+    from agent_memory.storage.journal import JsonlJournal
+    from agent_memory.storage.lock import OwnerLock
+    from agent_memory.storage.records import SqliteRecords
+
     data_dir = config.data_dir
     lock = OwnerLock(data_dir / "owner.lock")
     await asyncio.to_thread(lock.acquire)  # StoreLocked, naming the daemon, while one runs on this store

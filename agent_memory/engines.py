@@ -34,6 +34,26 @@ async def check_vector_size(records: SqliteRecords, config: Config) -> None:
         )
 
 
+async def warn_other_model(records: SqliteRecords, model: str) -> set[str]:
+    """Warn when the store's text vectors were made by another model than `model` (of the same size: another size
+    is refused by check_vector_size): its questions would be compared with another model's vectors. A name is the
+    model folder's; its int8 and float32 passes count as one model. Returns the other models' names."""
+    others = {name for name in await records.vector_models() if name and _base(name) != _base(model)}
+    if others:
+        log.warning(
+            "The store's text vectors were made by %s, and questions are now embedded by %s: the semantic layer "
+            "compares two models' vectors. Run `agent-memory reembed` (daemon stopped) to make every vector with this "
+            "model, or configure the model that made them",
+            ", ".join(sorted(others)),
+            model,
+        )
+    return others
+
+
+def _base(name: str) -> str:
+    return name.removesuffix("-int8")
+
+
 def image_dimension(architecture: str) -> int:
     """The CLIP vector size of an open-clip architecture, read from open-clip's model config file without importing
     open-clip (that takes seconds): the image collection is created with it."""

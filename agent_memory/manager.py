@@ -22,7 +22,7 @@ from agent_memory.config import Config
 from agent_memory.context_vectors import ContextVectors
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
-from agent_memory.engines import check_vector_size, make_embedder, open_projection, open_vectors
+from agent_memory.engines import check_vector_size, make_embedder, open_projection, open_vectors, warn_other_model
 from agent_memory.eraser import ErasePlan, Eraser, EraseResult
 from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, MemoryErased, MemoryNotFound, TurnNotFound
 from agent_memory.fact_extractors import make_fact_extractor
@@ -198,6 +198,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 notify=self.projector.notify,
             )
             await self.embedder.load()
+            await warn_other_model(self.records, self.embedder.name)
             await doctor.rebuild_missing(
                 self.records, self.graph, self.vectors, graph=rebuild_graph, vectors=rebuild_vectors
             )

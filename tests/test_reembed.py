@@ -7,6 +7,8 @@ sentence-transformers); the store is made by the shipped MiniLM."""
 
 from __future__ import annotations
 
+import logging
+import shutil
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -212,3 +214,30 @@ def test_the_command_line_moves_the_store_then_finds_nothing_to_do(
     assert "nothing to do" in capsys.readouterr().out
     assert main(["--data-dir", str(data_dir), "--config", str(settings), "search", "staging database port"]) == 0
     assert "5433" in capsys.readouterr().out
+
+
+async def test_a_store_made_by_another_model_of_the_same_size_warns_until_it_is_reembedded(
+    tmp_path: Path, model_folder: Path, local: Config, other: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the size is refused (check_vector_size); a model of the same size under another name is let in with a
+    warning that names both and says how to make every vector with it."""
+    async with MemoryManager.open(local, embedder=other) as manager:
+        await manager.process_turn("s", 0, "The staging database moved to port 5433.")
+    renamed = tmp_path / "models" / "minilm-128-copy"
+    shutil.copytree(model_folder, renamed)
+    copy = store_config(local.data_dir, backend="torch", model_path=str(renamed), dimension=str(LOCAL_MODEL_SIZE))
+    twin = make_embedder(copy)
+    try:
+        with caplog.at_level(logging.WARNING, logger="agent_memory.engines"):
+            async with MemoryManager.open(copy, embedder=twin):
+                pass
+        assert "made by minilm-128, and questions are now embedded by minilm-128-copy" in caplog.text
+        assert "agent-memory reembed" in caplog.text
+        assert (await reembed_store(copy, say=lambda line: None, embedder=twin))["done"]
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="agent_memory.engines"):
+            async with MemoryManager.open(copy, embedder=twin):
+                pass
+        assert "questions are now embedded by" not in caplog.text
+    finally:
+        await twin.aclose()

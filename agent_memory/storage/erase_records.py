@@ -401,9 +401,10 @@ class ErasureRecords:
     async def followers(self, closure: Closure) -> list[VectorSource]:
         """The memories whose vector may hold an erased turn's: a short turn is embedded with the one before it
         (write_path.py), which bulk ingest takes from the log and a live turn from the session's latest memory. So
-        after each erased turn, every kept turn up to and including the first that holds a memory; each comes with
-        the turn that now precedes it (`before`: the nearest earlier turn not erased), so its vector can be made as
-        if the erased turn had never been said. Erased memories, notes, chunks and derived memories are left out."""
+        after each erased turn, the memories of the first later turn that holds any (the turns between hold none to
+        embed again); each comes with the turn that now precedes it (`before`: the nearest earlier turn not erased),
+        so its vector can be made as if the erased turn had never been said. Erased memories, notes, chunks and
+        derived memories are left out."""
         erased_turns = closure.turn_ids
         if not erased_turns:
             return []

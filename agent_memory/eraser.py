@@ -241,8 +241,8 @@ class Eraser:
 
     async def _followers(self, closure: Closure) -> dict[str, tuple[int, bytes]]:
         """The vectors, made again without the erased turns, of the memories that may have been embedded with one
-        (erase_records.py, `followers`): memory id -> (revision, float32 vector)."""
-        sources = await self._store.followers(closure)
+        (storage/reembed_records.py, `vector_followers`): memory id -> (revision, float32 vector)."""
+        sources = await self._records.vector_followers(closure.turn_ids, closure.memory_ids)
         if not sources:
             return {}
         vectors = await embed_as_written(sources, journal=self._journal, embed=self._embed, settings=self._embedding)

@@ -30,6 +30,7 @@ import numpy as np
 
 from agent_memory.config import EmbeddingConfig
 from agent_memory.embeddings.text import Embedder
+from agent_memory.scoring import with_previous
 from agent_memory.storage.base import Journal
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.reembed_records import VectorSource
@@ -142,8 +143,7 @@ async def embed_as_written(
     vectors = np.array(own, dtype=np.float32, copy=True)
     for row, before in enumerate(befores):
         if before is not None:
-            mixed = own[row] + settings.previous_weight * prior[before]
-            vectors[row] = mixed / max(float(np.linalg.norm(mixed)), 1e-12)
+            vectors[row] = with_previous(own[row], prior[before], settings.previous_weight)
     return vectors
 
 

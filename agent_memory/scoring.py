@@ -96,3 +96,10 @@ def nearest_gap(vector: np.ndarray, gaps: Sequence[tuple[str, np.ndarray]], floo
         if score >= best:
             best_id, best = gap_id, score
     return best_id
+
+
+def with_previous(own: np.ndarray, previous: np.ndarray, weight: float) -> np.ndarray:
+    """A short turn's vector: its own and the turn before it's, that one weighted, summed and re-normalised, so "It
+    is bright orange" is found by what "it" was (the write path, and re-embedding, which must agree with it)."""
+    mixed = own + weight * previous
+    return np.asarray(mixed / max(float(np.linalg.norm(mixed)), 1e-12), dtype=np.float32)

@@ -48,7 +48,7 @@ from agent_memory.models import (
 from agent_memory.note_models import NoteKind
 from agent_memory.policy.controller import Policy, TurnSignals, Verdict, surprise_of
 from agent_memory.policy.habituation import KeepShare
-from agent_memory.scoring import nearest_gap
+from agent_memory.scoring import nearest_gap, with_previous
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.journal import JsonlJournal, logged_turn
 from agent_memory.storage.outbox import TEXT, Projector
@@ -253,8 +253,7 @@ class WritePath:
             if before is None:
                 continue
             prior = own[before] if isinstance(before, int) else again[before] if hit is None else hit
-            mixed = own[row] + weight * prior
-            vectors[row] = mixed / max(float(np.linalg.norm(mixed)), 1e-12)
+            vectors[row] = with_previous(own[row], prior, weight)
         self._last_vector.remember(
             [((d.record.namespace, d.record.session_id), d.record.content, v) for d, v in zip(drafts, own, strict=True)]
         )

@@ -183,6 +183,15 @@ CASES = [
     Case("facts-bad-as-of", ("facts", "--as-of", "1999-13-01"), ("not an ISO-8601 time",)),
     Case("facts-bad-namespace", ("facts", "--namespace", "../x"), ("Invalid namespace",), "{ro}", "store"),
     Case("history-fact-blank", ("history", "Ana", " "), ("attribute must be non-empty text",), "{ro}", "store"),
+    Case("reembed-no-store", ("reembed",), ("No store in {store}", "nothing to re-embed")),
+    Case(
+        "reembed-model-of-another-size",
+        ("--config", "{tmp}/dim768.toml", "reembed"),
+        ("gives 384-dimensional vectors", "embedding.dimension is 768"),
+        "{ro}",
+        "store",
+    ),
+    Case("reembed-config-missing", ("--config", "{tmp}/none.toml", "reembed"), ("{tmp}/none.toml", "Cannot read")),
 ]
 IN_A_PROCESS = {"ingest-invalid-utf8", "ingest-batch-zero", "data-dir-dev-null", "data-dir-read-only"}
 
@@ -198,6 +207,7 @@ def write_inputs(tmp: Path) -> None:
     (tmp / "twice.jsonl").write_text(turn_line("s1", 0) + turn_line("s1", 1) + turn_line("s1", 0))
     (tmp / "good.jsonl").write_text(turn_line("s1", 0) + turn_line("s1", 1))
     (tmp / "regular.txt").write_text("not a directory\n")
+    (tmp / "dim768.toml").write_text("[embedding]\ndimension = 768\n")  # the shipped 384-dimensional model
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from typing import Any
 from agent_memory.errors import MemoryErased, MemoryNotFound, TurnNotFound
 from agent_memory.models import LogPosition
 from agent_memory.storage.records import SqliteRecords
-from agent_memory.storage.reembed_records import VectorSource
 from agent_memory.storage.rows import ts
 
 
@@ -307,7 +306,7 @@ class ErasureRecords:
     ) -> None:
         """Every row that holds an erased word, in one transaction (idempotent: a second run finds nothing left).
         `vectors`: memory id -> (revision, float32 vector) of the memories embedded again without an erased turn
-        (`followers`); one changed since keeps its vector."""
+        (`SqliteRecords.vector_followers`); one changed since keeps its vector."""
         facts = await self._facts_of(closure)
         compactions = await self._rows("SELECT compaction_id, merged_into, source_ids FROM compaction_history")
         erased_ids = closure.memory_ids
@@ -397,56 +396,6 @@ class ErasureRecords:
             for start in range(0, len(rowids), 500):
                 chunk = list(rowids[start : start + 500])
                 await db.execute(f"DELETE FROM {table} WHERE rowid IN ({_marks(chunk)})", chunk)
-
-    async def followers(self, closure: Closure) -> list[VectorSource]:
-        """The memories whose vector may hold an erased turn's: a short turn is embedded with the one before it
-        (write_path.py), which bulk ingest takes from the log and a live turn from the session's latest memory. So
-        after each erased turn, the memories of the first later turn that holds any (the turns between hold none to
-        embed again); each comes with the turn that now precedes it (`before`: the nearest earlier turn not erased),
-        so its vector can be made as if the erased turn had never been said. Erased memories, notes, chunks and
-        derived memories are left out."""
-        erased_turns = closure.turn_ids
-        if not erased_turns:
-            return []
-        sessions = await self._in(
-            "SELECT DISTINCT namespace, session_id FROM turns WHERE turn_id IN ({marks})", erased_turns
-        )
-        found: list[VectorSource] = []
-        for namespace, session_id in sessions:
-            turns = await self._rows(
-                "SELECT turn_id, segment, offset, length FROM turns WHERE namespace = ? AND session_id = ? "
-                "ORDER BY turn_number",
-                (namespace, session_id),
-            )
-            held = await self._rows(
-                "SELECT m.source_turn_id, m.memory_id, m.revision, m.content, "
-                "EXISTS (SELECT 1 FROM notes AS n WHERE n.memory_id = m.memory_id) "
-                "OR EXISTS (SELECT 1 FROM memory_chunks AS c WHERE c.memory_id = m.memory_id) "
-                "FROM memories AS m JOIN turns AS t ON t.turn_id = m.source_turn_id "
-                "WHERE t.namespace = ? AND t.session_id = ? AND m.generation = 0 AND m.media = 'text' "
-                "AND length(m.embedding) > 0",
-                (namespace, session_id),
-            )
-            memories: dict[str, list[Any]] = {}
-            for row in held:
-                if str(row[1]) not in closure.memory_ids:
-                    memories.setdefault(str(row[0]), []).append(row)
-            before: LogPosition | None = None
-            pending = False
-            for turn_id, segment, offset, length in turns:
-                if turn_id in erased_turns:
-                    pending = True
-                    continue
-                here = LogPosition(int(segment), int(offset), int(length))
-                if pending and turn_id in memories:
-                    found += [
-                        VectorSource(str(m[1]), int(m[2]), str(m[3]), bool(m[4]), here, before)
-                        for m in memories[turn_id]
-                        if not m[4]
-                    ]
-                    pending = False
-                before = here
-        return found
 
     async def live_texts(self, closure: Closure) -> list[str]:
         """The words the store keeps on purpose: a window of an erased text found here is not distinctive. Rows of

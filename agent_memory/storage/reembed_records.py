@@ -65,6 +65,61 @@ class ReembedQueries:
             for r in await self._fetch(_TARGETS)
         ]
 
+    async def vector_followers(self, erased_turns: set[str], erased_memories: set[str]) -> list[VectorSource]:
+        """The memories whose vector may hold an erased turn's: a short turn is embedded with the one before it
+        (write_path.py), which bulk ingest takes from the log and a live turn from the session's latest memory. So
+        after each erased turn, the memories of the first later turn that holds any (the turns between hold none to
+        embed again); each comes with the turn that now precedes it (`before`: the nearest earlier turn not erased),
+        so its vector can be made as if the erased turn had never been said. Erased memories, notes, chunks and
+        derived memories are left out."""
+        if not erased_turns:
+            return []
+        listed = sorted(erased_turns)
+        sessions: set[tuple[str, str]] = set()
+        for start in range(0, len(listed), 500):
+            chunk = listed[start : start + 500]
+            rows = await self._fetch(
+                f"SELECT DISTINCT namespace, session_id FROM turns WHERE turn_id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            sessions.update((str(r[0]), str(r[1])) for r in rows)
+        found: list[VectorSource] = []
+        for namespace, session_id in sorted(sessions):
+            turns = await self._fetch(
+                "SELECT turn_id, segment, offset, length FROM turns WHERE namespace = ? AND session_id = ? "
+                "ORDER BY turn_number",
+                (namespace, session_id),
+            )
+            held = await self._fetch(
+                "SELECT m.source_turn_id, m.memory_id, m.revision, m.content, "
+                "EXISTS (SELECT 1 FROM notes AS n WHERE n.memory_id = m.memory_id) "
+                "OR EXISTS (SELECT 1 FROM memory_chunks AS c WHERE c.memory_id = m.memory_id) "
+                "FROM memories AS m JOIN turns AS t ON t.turn_id = m.source_turn_id "
+                "WHERE t.namespace = ? AND t.session_id = ? AND m.generation = 0 AND m.media = 'text' "
+                "AND length(m.embedding) > 0",
+                (namespace, session_id),
+            )
+            memories: dict[str, list[sqlite3.Row]] = {}
+            for row in held:
+                if str(row[1]) not in erased_memories:
+                    memories.setdefault(str(row[0]), []).append(row)
+            before: LogPosition | None = None
+            pending = False
+            for turn_id, segment, offset, length in turns:
+                if turn_id in erased_turns:
+                    pending = True
+                    continue
+                here = LogPosition(int(segment), int(offset), int(length))
+                if pending and turn_id in memories:
+                    found += [
+                        VectorSource(str(m[1]), int(m[2]), str(m[3]), bool(m[4]), here, before)
+                        for m in memories[turn_id]
+                        if not m[4]
+                    ]
+                    pending = False
+                before = here
+        return found
+
     async def vector_models(self) -> set[str]:
         """The names of the models that made the stored text vectors."""
         rows = await self._fetch(

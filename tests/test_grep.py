@@ -298,3 +298,19 @@ def test_rg_output_lines_give_the_path_the_offset_and_the_line() -> None:
     assert matched_line(raw) == ("/data/logs/segment-00000002.jsonl", 1234, line)
     assert matched_line(b"/data/a:b.jsonl\x0017:x\xffy\n") == ("/data/a:b.jsonl", 17, "x\ufffdy")  # not UTF-8
     assert matched_line(b"no separator here\n") is None and matched_line(b"/p\x00abc:line\n") is None
+
+
+async def test_segments_are_searched_side_by_side_and_read_newest_first(tmp_path: Path) -> None:
+    """Each segment has its own rg, several at once; the hits are those one rg reading the newest segment first
+    would give, and an early stop takes the newest turns and reaps every rg it started."""
+    records = [turn(n, f"entry {n} mentions the zeppelin " + "x" * 200) for n in range(60)]
+    positions = await write_log(tmp_path / "logs", records, segment_max_bytes=2048)
+    assert len({p.segment for p in positions}) >= 8
+    newest = sorted(map(at, positions), reverse=True)
+    before = _children()
+    for processes in (1, 2, 5):
+        search = RipgrepJournalSearch(tmp_path / "logs", processes=processes)
+        assert addresses(await search.search(["zeppelin"], namespace="default", limit=100)) == newest
+        assert addresses(await search.search(["zeppelin"], namespace="default", limit=2)) == newest[:2]
+        assert addresses(await search.search(["entry 7 "], namespace="default", limit=5)) == [at(positions[7])]
+        assert not _children() - before

@@ -1,7 +1,8 @@
 """Exact search of the raw log with ripgrep: numbers, identifiers and quoted text that embeddings blur.
 
-ripgrep runs as a child process (never through a shell), started and read on a worker thread that streams its
-output, so the event loop never blocks and a huge result is never held whole. Only a turn's `content` may match: the pattern requires the rest of
+ripgrep runs as child processes (never through a shell), one a log segment and up to one a core at once,
+started and read on a worker thread that streams their output newest segment first, so the event loop never
+blocks and a huge result is never held whole. Only a turn's `content` may match: the pattern requires the rest of
 the term's JSON string to end where the content does (content_pattern), so rg itself passes over a term that
 occurs only in a turn id, a session id, a checksum or the timestamp (a year or "10:30" is in every `at`, and would
 otherwise send back the whole log). Every line rg reports is then parsed here and kept only for the asked
@@ -19,7 +20,8 @@ import subprocess
 import sysconfig
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -33,11 +35,10 @@ STREAM_LIMIT = 64 << 20  # longest rg output line accepted: one log record with 
 RUST_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")  # regex_syntax::is_meta_character: escaping these is always valid
 JSON_STRING_UNIT = r'(?:(?-u:[^"\\])|\\.)'  # one unit of a JSON string's text: a byte, or a backslash escape
 CONTENT_END = '","at":"'  # how a record's content string ends: `at` always follows it (journal.record_to_dict)
-RG_OPTIONS = (  # newest segment first; each match as `path NUL byte-offset : line` (matched_line)
+RG_OPTIONS = (  # one segment a process; each match as `path NUL byte-offset : line` (matched_line)
     "--no-config",
     "--text",
     "--encoding=none",
-    "--sortr=path",
     "--with-filename",
     "--null",
     "--byte-offset",
@@ -146,32 +147,34 @@ def terms_in_content(line: str, namespace: str, terms: Sequence[str]) -> tuple[s
 
 @dataclass(frozen=True, slots=True)
 class _Search:
-    """One search: what is wanted, and the segment number of each file rg is given (rg echoes the path as given)."""
+    """One search of one segment: what is wanted, and the segment's path (rg echoes the path as given)."""
 
     terms: tuple[str, ...]
     namespace: str
-    segments: Mapping[str, int]
-    enough: int
+    path: str
+    segment: int
 
     def args(self, rg: Path) -> list[str]:
-        return [str(rg), *RG_OPTIONS, f"--regexp={content_pattern(self.terms)}", "--", *self.segments]
+        return [str(rg), *RG_OPTIONS, f"--regexp={content_pattern(self.terms)}", "--", self.path]
 
     def hit(self, raw: bytes) -> GrepHit | None:
         match = matched_line(raw)
         if match is None:
             return None
         path, offset, line = match
-        segment = self.segments.get(path)
         found = terms_in_content(line, self.namespace, self.terms)
-        return GrepHit(segment, offset, found) if segment is not None and found else None
+        return GrepHit(self.segment, offset, found) if path == self.path and found else None
 
 
 class RipgrepJournalSearch:
     """Searches the journal's segments `log_dir/segment-NNNNNNNN.jsonl` with ripgrep, newest segment first."""
 
-    def __init__(self, log_dir: Path, *, timeout: timedelta = timedelta(seconds=5)) -> None:
+    def __init__(
+        self, log_dir: Path, *, timeout: timedelta = timedelta(seconds=5), processes: int | None = None
+    ) -> None:
         self._dir = log_dir
         self._timeout = timeout
+        self._processes = max(1, processes or os.cpu_count() or 1)  # segments searched at once
         self._rg: Path | None = None  # looked up at the first search, so a missing rg fails a search, not startup
 
     async def search(self, terms: Sequence[str], *, namespace: str, limit: int) -> list[GrepHit]:
@@ -200,7 +203,7 @@ class RipgrepJournalSearch:
         seconds = self._timeout.total_seconds()
         try:
             async with asyncio.timeout(seconds):
-                scan = _Scan(self._rg, self._dir, wanted, namespace, limit, stop, started)
+                scan = _Scan(self._rg, self._dir, wanted, namespace, limit, stop, started, self._processes)
                 return await asyncio.to_thread(scan.run)
         except TimeoutError as exc:
             _abandon(stop, started)
@@ -211,8 +214,55 @@ class RipgrepJournalSearch:
 
 
 @dataclass(frozen=True, slots=True)
+class _Running:
+    """One segment's rg, its errors in a temporary file: a pipe nobody reads while matches are read could stall it."""
+
+    search: _Search
+    process: subprocess.Popen[bytes]
+    errors: IO[bytes]
+
+    def read(self, enough: int, stop: threading.Event) -> list[GrepHit]:
+        """Its matches until rg ends or `enough` turns are in hand; rg is always reaped, and an rg that failed
+        before it was stopped is a StorageError with its message."""
+        try:
+            stdout = self.process.stdout
+            if stdout is None:  # unreachable with PIPE; this narrows the type
+                raise StorageError("ripgrep was started without its output pipe")
+            try:
+                hits = [] if stop.is_set() else _collect(stdout, self.search, enough)
+            finally:
+                self._reap()
+            if len(hits) < enough and self.process.returncode not in (0, 1):  # 1: nothing matched
+                self.errors.seek(0)
+                message = self.errors.read().decode("utf-8", errors="replace").strip()
+                raise StorageError(
+                    f"ripgrep failed (exit code {self.process.returncode}) searching {self.search.path}: {message}"
+                )
+            return hits
+        finally:
+            self.errors.close()
+
+    def close(self) -> None:
+        """Stop an rg whose matches are not needed."""
+        self._reap()
+        self.errors.close()
+
+    def _reap(self) -> None:
+        _stop(self.process)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self.process.wait()
+
+
+@dataclass(frozen=True, slots=True)
 class _Scan:
-    """One search, as its worker thread runs it. `stop` and `started` let the loop kill rg if it gives up."""
+    """One search, as its worker thread runs it. `stop` and `started` let the loop kill rg if it gives up.
+
+    Each segment has its own rg, up to `processes` at once, and their matches are read newest segment first: the
+    older segments are searched while the newest is read, and a search that has enough turns from the newest
+    stops the rest. One rg over every segment with `--sortr=path` (before 2026-12-05) read them one after
+    another on one core: a term that few turns hold read the whole 117 MB log of the 100k real-text store in
+    65-67 ms, where two segments side by side take about the time of the larger one."""
 
     rg: Path
     log_dir: Path
@@ -221,43 +271,40 @@ class _Scan:
     limit: int
     stop: threading.Event
     started: list[subprocess.Popen[bytes]]
+    processes: int
 
     def run(self) -> list[GrepHit]:
-        segments = self._segments()
-        if not segments:
-            return []
-        search = _Search(self.terms, self.namespace, segments, self.limit * CANDIDATES_PER_RESULT)
-        return ranked(self._matches(search.args(self.rg), search), self.limit)
+        enough = self.limit * CANDIDATES_PER_RESULT
+        waiting = deque(_Search(self.terms, self.namespace, path, n) for path, n in self._segments())
+        running: deque[_Running] = deque()
+        hits: list[GrepHit] = []
+        try:
+            while len(hits) < enough and (waiting or running):
+                while waiting and len(running) < self.processes:
+                    running.append(self._start(waiting.popleft()))
+                hits += running.popleft().read(enough - len(hits), self.stop)
+        finally:
+            for left in running:  # enough was in hand, or a search failed: the older segments are not needed
+                left.close()
+        return ranked(hits, self.limit)
 
-    def _segments(self) -> dict[str, int]:
+    def _segments(self) -> list[tuple[str, int]]:
+        """(path, number) of each segment, newest first."""
         if not self.log_dir.is_dir():
-            return {}
+            return []
         found = ((str(path), SEGMENT_RE.match(path.name)) for path in self.log_dir.iterdir())
-        return dict(sorted(((path, int(match.group(1))) for path, match in found if match), key=lambda pn: pn[1]))
+        return sorted(((path, int(match.group(1))) for path, match in found if match), key=lambda pn: -pn[1])
 
-    def _matches(self, args: list[str], search: _Search) -> list[GrepHit]:
-        """Run rg and read its matches until it ends or enough turns are in hand; rg is always reaped. Its errors
-        go to a temporary file: a pipe that nobody reads while the matches are read could fill and stall it."""
-        with tempfile.TemporaryFile() as errors:
-            try:
-                process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
-            except OSError as exc:
-                raise StorageError(f"Cannot start ripgrep ({args[0]}): {exc}") from exc
-            self.started.append(process)
-            stdout = process.stdout
-            if stdout is None:  # unreachable with PIPE; this narrows the type
-                raise StorageError("ripgrep was started without its output pipe")
-            try:
-                hits = [] if self.stop.is_set() else _collect(stdout, search)
-            finally:
-                _stop(process)
-                stdout.close()
-                process.wait()
-            errors.seek(0)
-            message = errors.read().decode("utf-8", errors="replace").strip()
-        if len(hits) < search.enough and process.returncode not in (0, 1):  # 1: nothing matched
-            raise StorageError(f"ripgrep failed (exit code {process.returncode}) searching {self.log_dir}: {message}")
-        return hits
+    def _start(self, search: _Search) -> _Running:
+        errors = tempfile.TemporaryFile()  # noqa: SIM115 (the _Running it goes to closes it)
+        args = search.args(self.rg)
+        try:
+            process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
+        except OSError as exc:
+            errors.close()
+            raise StorageError(f"Cannot start ripgrep ({args[0]}): {exc}") from exc
+        self.started.append(process)
+        return _Running(search, process, errors)
 
 
 def _abandon(stop: threading.Event, started: Sequence[subprocess.Popen[bytes]]) -> None:
@@ -266,15 +313,15 @@ def _abandon(stop: threading.Event, started: Sequence[subprocess.Popen[bytes]]) 
         _stop(process)
 
 
-def _collect(stdout: IO[bytes], search: _Search) -> list[GrepHit]:
+def _collect(stdout: IO[bytes], search: _Search, enough: int) -> list[GrepHit]:
     hits: list[GrepHit] = []
     while raw := stdout.readline(STREAM_LIMIT + 1):
         if len(raw) > STREAM_LIMIT:
-            raise StorageError(f"ripgrep sent an output line over {STREAM_LIMIT} bytes from {search.segments}")
+            raise StorageError(f"ripgrep sent an output line over {STREAM_LIMIT} bytes from {search.path}")
         hit = search.hit(raw)
         if hit is not None:
             hits.append(hit)
-            if len(hits) >= search.enough:  # enough in hand: the rest of the log is not needed
+            if len(hits) >= enough:  # enough in hand: the rest of the log is not needed
                 break
     return hits
 

@@ -107,6 +107,23 @@ async def test_ripgrep_itself_passes_over_a_term_outside_the_content(tmp_path: P
         assert found.returncode == code, (wanted, found.stdout)
 
 
+async def test_a_phrase_outside_the_content_is_not_a_hit(tmp_path: Path) -> None:
+    """A phrase is matched without the content's tail (nothing but a session or a namespace can hold a space), so
+    a session named with it reaches the parsed check, which keeps it out."""
+    records = [
+        turn(4, "nothing to see here", session_id="trip to lisbon"),
+        turn(5, "we planned the Trip to Lisbon", session_id="s2"),
+        turn(6, "booked BA117 for the trip", session_id="trip to lisbon"),
+    ]
+    positions = await write_log(tmp_path / "logs", records)
+    search = RipgrepJournalSearch(tmp_path / "logs")
+    assert addresses(await search.search(["trip to lisbon"], namespace="default", limit=10)) == [at(positions[1])]
+    hits = await search.search(["trip to lisbon", "ba117"], namespace="default", limit=10)
+    assert [(at(positions[i]), terms) for i, terms in ((1, ("trip to lisbon",)), (2, ("ba117",)))] == sorted(
+        ((h.segment, h.offset), h.terms) for h in hits
+    )
+
+
 async def test_a_term_outside_the_content_does_not_count_for_a_turn_that_matches_another(tmp_path: Path) -> None:
     await write_log(tmp_path / "logs", [turn(4, "booked flight BA117", session_id="sess-9981")])
     hits = await RipgrepJournalSearch(tmp_path / "logs").search(["sess-9981", "BA117"], namespace="default", limit=5)

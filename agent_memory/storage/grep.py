@@ -292,7 +292,7 @@ class _Scan:
         running: deque[_Running] = deque()
         hits: list[GrepHit] = []
         try:
-            while len(hits) < enough and (waiting or running):
+            while len(hits) < enough and (waiting or running) and not self.stop.is_set():
                 while waiting and len(running) < self.processes:
                     running.append(self._start(waiting.popleft()))
                 hits += running.popleft().read(enough - len(hits), self.stop)

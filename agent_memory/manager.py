@@ -27,7 +27,7 @@ from agent_memory.eraser import ErasePlan, Eraser, EraseResult
 from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, MemoryErased, MemoryNotFound, TurnNotFound
 from agent_memory.fact_extractors import make_fact_extractor
 from agent_memory.facts import Facts
-from agent_memory.image_path import ImagePath
+from agent_memory.image_memory import ImageMemory
 from agent_memory.llm.client import LiteLLMClient
 from agent_memory.long_turns import LongTurns
 from agent_memory.models import (
@@ -76,7 +76,7 @@ log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]
 
 
-class MemoryManager(ReadPath, WritePath, ImagePath):
+class MemoryManager(ReadPath, WritePath):
     """`async with MemoryManager.open(config) as m:`, or `m = MemoryManager(config); await m.initialize()`."""
 
     def __init__(
@@ -106,7 +106,6 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         self.image_embedder = image_embedder or (
             ClipEmbedder(config.image, threads=config.embedding.threads) if config.image.enabled else None
         )
-        self._image_check: asyncio.Task[str | None] | None = None
         self._recent = RecentVectors(RECENT_VECTORS)
         self.keep_share = KeepShare(config.save)
         self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
@@ -174,8 +173,6 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 stack.push_async_callback(self.embedder.aclose)
             if self.image_embedder is not None and self._owns_image_embedder:
                 stack.push_async_callback(self.image_embedder.aclose)
-            self._image_check = asyncio.create_task(self._check_image_memory(), name="image-memory-check")
-            stack.push_async_callback(self._stop_image_check)
             if self.llm is not None and self._owns_llm:
                 stack.push_async_callback(self.llm.aclose)
             self.projector = Projector(
@@ -189,6 +186,17 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 read_delay=self.config.projector_read_delay,
                 keywords=self.extractor.keywords,
             )
+            self.images = ImageMemory(
+                self.config,
+                self.image_embedder,
+                embedder=self.embedder,
+                extractor=self.extractor,
+                records=self.records,
+                notify=self.projector.notify,
+                clock=self.clock,
+            )
+            self.images.start()  # deciding may import open-clip and torch: text memory does not wait for it
+            stack.push_async_callback(self.images.stop)
             self.context_vectors = ContextVectors(
                 self.records,
                 self.journal,
@@ -213,7 +221,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
                 embedder=self.embedder,
                 grep=RipgrepJournalSearch(data_dir / "logs"),
                 config=self.config,
-                images=self._images_on,
+                images=self.images.on,
                 recent=self._last_vector.recent,
                 # a question is often the next user turn (the runtime, the proxy): its vector is kept for it
                 embedded=self._prepared.put if self.embedder.query_is_document else None,
@@ -321,7 +329,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
         keys = [(t.namespace, t.session_id, t.turn_number) for t, _ in checked]
         await self._claim(keys)
         try:
-            images = await self._prepare_images([t.images for t, _ in checked])
+            images = await self.images.prepare([t.images for t, _ in checked])
             records = [
                 LogRecord(
                     TurnId(new_id()),
@@ -340,7 +348,7 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
             embedding = self._start_embedding(records)
             try:
                 await self._recorded(gaps_only=True)  # a waiting retrieval record may open a gap the decision reads
-                await self._store_images(images)
+                await self.images.store(images)
                 positions = await self._append(records)
             except BaseException:
                 embedding.cancel()
@@ -408,7 +416,27 @@ class MemoryManager(ReadPath, WritePath, ImagePath):
 
     async def _index_logged(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> None:
         """Judge and commit turns that are already in the log (recovery), with the images they name."""
-        await self._commit(records, positions, await self._recovered_images(records))
+        await self._commit(records, positions, await self.images.recovered(records))
+
+    async def remember_image(
+        self,
+        image: bytes | Path,
+        caption: str | None = None,
+        *,
+        session_id: str | None = None,
+        namespace: str = "default",
+        at: datetime | None = None,
+    ) -> Memory:
+        """Remember an image (encoded bytes or a file) as a memory of its own: its CLIP vector for image and
+        text-tower search, its caption (if any) for the text layers. The store keeps a copy of the bytes.
+        ImageMemoryUnavailable (saying why) when image memory is off; docs/images.md."""
+        self._check_open()
+        return await self.images.remember(image, caption, session_id=session_id, namespace=namespace, at=at)
+
+    async def image_memory_off(self) -> str | None:
+        """Why image memory is off (the one message logged at start), or None when it is on."""
+        self._check_open()
+        return await self.images.off()
 
     async def get(self, memory_id: str, *, original: bool = False) -> Memory:
         """The memory as it is now, its accesses and keywords included, with `history_length` (earlier revisions

@@ -21,9 +21,9 @@ from agent_memory.cognition.ranking import Ranked
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
-from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import InvalidInput
 from agent_memory.facts import Facts
+from agent_memory.image_memory import ImageMemory
 from agent_memory.models import (
     Context,
     ContextFact,
@@ -64,12 +64,11 @@ class ReadPath:
     _reader: Recall
     retrieval_log: RetrievalLog  # what retrievals record, written behind them in batches
     _facts: Facts
+    images: ImageMemory
 
     if TYPE_CHECKING:  # provided by MemoryManager
 
         def _check_open(self) -> None: ...
-
-        async def _require_images(self) -> ClipEmbedder: ...
 
     def candidates_for(self, budget_tokens: int) -> int:
         """Candidates each layer returns for a context of `budget_tokens`: the policy's choice."""
@@ -238,7 +237,7 @@ class ReadPath:
     async def _query_image(self, image: bytes | Path) -> np.ndarray:
         """A query image's CLIP vector: InvalidImage when it cannot be decoded, ImageMemoryUnavailable when off."""
         (item,) = check_images([image])
-        clip = await self._require_images()
+        clip = await self.images.require()
         data, _ = await asyncio.to_thread(read_image, 0, item)
         vector: np.ndarray = (await clip.embed_images([data]))[0]
         return vector

@@ -29,7 +29,6 @@ from agent_memory.cognition.salience import TextFeatures, asks_question, text_fe
 from agent_memory.cognition.save_decision import is_phatic
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
-from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import LLMError
 from agent_memory.llm.client import LiteLLMClient
 from agent_memory.llm.prompts import JudgedTurn, judge_turns
@@ -97,7 +96,6 @@ class WritePath:
     _last_turn: dict[tuple[str, str], tuple[int, str]]
     _last_vector: TurnVectors
     journal: JsonlJournal
-    image_embedder: ClipEmbedder | None
     long_turns: LongTurns
     _prepared: PreparedVectors
 

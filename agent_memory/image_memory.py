@@ -1,7 +1,8 @@
-"""MemoryManager's image memory (the dual code): whether it is on, images read and CLIP-embedded before anything
-is written, their files stored, `remember_image`, and the images of turns recovered after a crash.
+"""Image memory (the dual code): whether it is on, images read and CLIP-embedded before anything is written,
+their files stored, `remember`, and the images of turns recovered after a crash.
 
-A mixin of `MemoryManager` (manager.py), like read_path.py and write_path.py. See docs/images.md.
+A component the manager builds in `open()` and delegates to; it sees what it touches in its constructor. See
+docs/images.md.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agent_memory.cognition.extraction import SimpleExtractor
 from agent_memory.config import Config
@@ -21,7 +21,6 @@ from agent_memory.embeddings.visual import ClipEmbedder, availability
 from agent_memory.errors import ImageMemoryUnavailable, InvalidInput
 from agent_memory.models import Extraction, LogRecord, Memory
 from agent_memory.storage.image_files import read_for_store, write_files
-from agent_memory.storage.outbox import Projector
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import ImagePlace, StoredImage, image_commit
 from agent_memory.validation import check_content, check_identifier, check_images, check_time
@@ -29,25 +28,33 @@ from agent_memory.validation import check_content, check_identifier, check_image
 log = logging.getLogger(__name__)
 
 
-class ImagePath:
-    config: Config
-    clock: Callable[[], datetime]
-    embedder: Embedder
-    extractor: SimpleExtractor
-    records: SqliteRecords
-    projector: Projector
-    image_embedder: ClipEmbedder | None
-    _image_check: asyncio.Task[str | None] | None
+class ImageMemory:
+    """`clip` is the image embedder (None when image memory is not configured); `notify` wakes the projector."""
 
-    if TYPE_CHECKING:  # provided by MemoryManager
+    def __init__(
+        self,
+        config: Config,
+        clip: ClipEmbedder | None,
+        *,
+        embedder: Embedder,
+        extractor: SimpleExtractor,
+        records: SqliteRecords,
+        notify: Callable[[], None],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.config, self.clip, self.embedder, self.extractor = config, clip, embedder, extractor
+        self.records, self.notify, self.clock = records, notify, clock
+        self._check: asyncio.Task[str | None] | None = None
 
-        def _check_open(self) -> None: ...
+    def start(self) -> None:
+        """Begin deciding whether image memory is on, in the background (see `_decide`)."""
+        self._check = asyncio.create_task(self._decide(), name="image-memory-check")
 
-    async def _check_image_memory(self) -> str | None:
+    async def _decide(self) -> str | None:
         """Decide once, from the configuration and the disk (never the network), whether image memory is on, and
         say why once when it is off. It runs in the background from the start: deciding may import open-clip and
         torch (seconds here), and text memory need not wait for that. The model itself loads on first use."""
-        clip = self.image_embedder
+        clip = self.clip
         try:
             if clip is None or not self.config.image.enabled:
                 reason = availability(self.config.image)
@@ -60,45 +67,41 @@ class ImagePath:
             log.warning("%s", reason)
         return reason
 
-    async def _stop_image_check(self) -> None:
-        if self._image_check is not None and not self._image_check.done():
-            self._image_check.cancel()
+    async def stop(self) -> None:
+        if self._check is not None and not self._check.done():
+            self._check.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._image_check
+                await self._check
 
-    async def image_memory_off(self) -> str | None:
-        """Why image memory is off (the one message logged at start), or None when it is on."""
-        self._check_open()
-        return await self._image_reason()
+    async def off(self) -> str | None:
+        """Why image memory is off (the one message logged at start), or None when it is on; usable while the
+        manager opens too (crash recovery may restore images)."""
+        assert self._check is not None, "ImageMemory.start() was not called"
+        return await asyncio.shield(self._check)
 
-    async def _image_reason(self) -> str | None:
-        """The check's answer; usable while opening too (crash recovery may restore images)."""
-        assert self._image_check is not None
-        return await asyncio.shield(self._image_check)
-
-    async def _images_on(self) -> ClipEmbedder | None:
+    async def on(self) -> ClipEmbedder | None:
         """The image embedder, once image memory is known to be on; None when it is off."""
-        return None if await self._image_reason() else self.image_embedder
+        return None if await self.off() else self.clip
 
-    async def _require_images(self) -> ClipEmbedder:
-        clip = await self._images_on()
+    async def require(self) -> ClipEmbedder:
+        clip = await self.on()
         if clip is None:
-            raise ImageMemoryUnavailable(await self._image_reason() or "Image memory is off")
+            raise ImageMemoryUnavailable(await self.off() or "Image memory is off")
         return clip
 
-    async def _recovered_images(self, records: Sequence[LogRecord]) -> list[list[StoredImage]]:
+    async def recovered(self, records: Sequence[LogRecord]) -> list[list[StoredImage]]:
         """The images a recovered turn named, read back from data_dir/images (written before its log line).
         With image memory off, or a file gone, the turn is recovered without them, and the log says so."""
         paths = [[self.config.data_dir / path for path in record.images] for record in records]
         if not any(paths):
             return [[] for _ in records]
         try:
-            return await self._prepare_images(paths)
+            return await self.prepare(paths)
         except (ImageMemoryUnavailable, InvalidInput) as exc:
             log.warning("recovery: the turns' images cannot be restored (%s); their text is", exc)
             return [[] for _ in records]
 
-    async def remember_image(
+    async def remember(
         self,
         image: bytes | Path,
         caption: str | None = None,
@@ -109,8 +112,7 @@ class ImagePath:
     ) -> Memory:
         """Remember an image (encoded bytes or a file) as a memory of its own: its CLIP vector for image and
         text-tower search, its caption (if any) for the text layers. The store keeps a copy of the bytes."""
-        self._check_open()
-        await self._require_images()
+        await self.require()
         now = self.clock()
         check_identifier("namespace", namespace)
         if session_id is not None:
@@ -118,7 +120,7 @@ class ImagePath:
         text = check_content(caption, max_bytes=self.config.max_content_bytes) if caption else None
         where = ImagePlace(namespace, session_id, check_time(at, default=now))
         prepared, (embedding, extraction) = await asyncio.gather(
-            self._prepare_images([check_images([image])]), self._caption(text)
+            self.prepare([check_images([image])]), self._caption(text)
         )
         commit = image_commit(
             prepared[0][0],
@@ -128,9 +130,9 @@ class ImagePath:
             extraction=extraction,
             embedding=embedding,
         )
-        await self._store_images(prepared)
+        await self.store(prepared)
         await self.records.commit_images([commit], now=now)
-        self.projector.notify()
+        self.notify()
         return commit.memory
 
     async def _caption(self, text: str | None) -> tuple[tuple[bytes, str] | None, Extraction | None]:
@@ -142,13 +144,13 @@ class ImagePath:
         )
         return (vectors[0].astype("<f4").tobytes(), self.embedder.name), extraction
 
-    async def _prepare_images(self, groups: Sequence[Sequence[bytes | Path]]) -> list[list[StoredImage]]:
+    async def prepare(self, groups: Sequence[Sequence[bytes | Path]]) -> list[list[StoredImage]]:
         """Read, decode and CLIP-embed every image of a batch before anything is written: one bad image raises
         InvalidImage (naming it), and with image memory off any image raises ImageMemoryUnavailable."""
         flat = [item for group in groups for item in group]
         if not flat:
             return [[] for _ in groups]
-        clip = await self._require_images()
+        clip = await self.require()
         read = await asyncio.to_thread(lambda: [read_for_store(index, item) for index, item in enumerate(flat)])
         vectors = await clip.embed_images([data for data, *_ in read])
         stored = iter(
@@ -156,7 +158,7 @@ class ImagePath:
         )
         return [[next(stored) for _ in group] for group in groups]
 
-    async def _store_images(self, groups: Sequence[Sequence[StoredImage]]) -> None:
+    async def store(self, groups: Sequence[Sequence[StoredImage]]) -> None:
         """Copy the images into data_dir/images, fsynced, before the transaction that names them commits."""
         files = {image.media_path: image.data for group in groups for image in group}
         if files:

@@ -22,6 +22,7 @@ from agent_memory.interfaces.cli_facts import cmd_fact_history, cmd_facts, cmd_r
 from agent_memory.interfaces.cli_import import cmd_import_markdown
 from agent_memory.interfaces.cli_ingest import cmd_ingest
 from agent_memory.interfaces.cli_mcp import cmd_mcp
+from agent_memory.interfaces.cli_model import cmd_fetch_model
 from agent_memory.interfaces.cli_parser import build_parser
 from agent_memory.interfaces.cli_proxy import cmd_chat, cmd_proxy
 from agent_memory.interfaces.cli_reembed import cmd_reembed
@@ -369,6 +370,7 @@ COMMANDS = {
     "stats": cmd_stats,
     "doctor": cmd_doctor,
     "reembed": cmd_reembed,
+    "fetch-model": cmd_fetch_model,
     "decay": cmd_job,
     "tier": cmd_job,
     "assess": cmd_job,

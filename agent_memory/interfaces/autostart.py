@@ -24,6 +24,7 @@ from pathlib import Path
 from agent_memory.errors import DaemonUnreachable
 from agent_memory.interfaces.client import DaemonClient, find_daemon
 from agent_memory.interfaces.discovery import live_daemon
+from agent_memory.storage.lock import owner_of
 from agent_memory.storage.private import make_private_dir
 
 LOG_FILE = "daemon.log"
@@ -74,7 +75,8 @@ def stop_daemon(data_dir: Path, *, wait: float = 60.0) -> bool:
     with contextlib.suppress(ProcessLookupError):
         os.kill(info.pid, signal.SIGTERM)
     deadline = time.monotonic() + wait
-    while live_daemon(_absolute(data_dir)) is not None and time.monotonic() < deadline:
+    # the daemon removes daemon.json first and lets go of the owner lock last, once its engines have closed
+    while owner_of(_absolute(data_dir)) == info.pid and time.monotonic() < deadline:
         time.sleep(0.05)
     for child in [c for c in _children if c.pid == info.pid]:
         child.wait(timeout=max(0.0, deadline - time.monotonic()))

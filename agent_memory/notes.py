@@ -116,7 +116,7 @@ class Notes:
             note=meta,
         )
         result = (await self._write([turn]))[0]
-        assert result.memory_id is not None  # a note is always kept (write_path._note_decision)
+        assert result.memory_id is not None  # a note is always kept (save_decider.note_decision)
         return await self.get(result.memory_id)
 
     async def handoff(

@@ -1,113 +1,114 @@
-"""MemoryManager's write path after the log: judge each turn, then commit the turns, memories and decisions.
+"""The write path after the log: judge each turn, then commit the turns, memories and decisions.
 
-A mixin of `MemoryManager` (manager.py), like read_path.py. For each turn: its emotion (the caller's, else the
-lexicon's or the LLM's), its text features, its vector, how new it is against the store and how unexpected in its
-session, and whether it is near an open retrieval gap. The policy controller decides; the LLM, when one is
-configured, is asked only about turns the fast path and the phatic rule leave open, and any failure of it falls
-back to the heuristic. Everything the decision saw is logged beside it.
+A component the manager builds in `open()`; `MemoryManager.process_turns` validates and logs the turns, then hands
+them here. For each turn: its emotion (the caller's, else the lexicon's or the LLM's), its text features, its
+vector, how new it is against the store and how unexpected in its session, and whether it is near an open retrieval
+gap. The save decider (save_decider.py) decides on them. A turn over max_content_bytes is not judged: its chunks are
+built by long_turns.py and committed in the same transaction.
 
-Images shared with a turn are read, decoded and CLIP-embedded before anything is written, copied into
-data_dir/images before the commit, and become image memories in the turn's transaction, whatever the decision.
+Images shared with a turn are read, decoded and CLIP-embedded before anything is written (image_memory.py), and
+become image memories in the turn's transaction, whatever the decision.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 
 from agent_memory.cognition.emotion import EmotionScorer
 from agent_memory.cognition.extraction import SimpleExtractor
-from agent_memory.cognition.novelty import UNKNOWN_NOVELTY, RecentVectors, TurnVectors, session_surprise
-from agent_memory.cognition.salience import TextFeatures, asks_question, text_features
-from agent_memory.cognition.save_decision import is_phatic
+from agent_memory.cognition.novelty import (
+    RECENT_VECTORS,
+    UNKNOWN_NOVELTY,
+    RecentVectors,
+    TurnVectors,
+    session_surprise,
+)
+from agent_memory.cognition.salience import asks_question, text_features
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
-from agent_memory.errors import LLMError
-from agent_memory.llm.client import LiteLLMClient
-from agent_memory.llm.prompts import JudgedTurn, judge_turns
 from agent_memory.long_turns import LongTurns
-from agent_memory.models import (
-    DecisionPath,
-    EmotionalContext,
-    LogPosition,
-    LogRecord,
-    Memory,
-    MemoryType,
-    SaveDecision,
-    TurnResult,
-    fresh_memory,
-)
-from agent_memory.note_models import NoteKind
-from agent_memory.policy.controller import Policy, TurnSignals, Verdict, surprise_of
-from agent_memory.policy.habituation import KeepShare
+from agent_memory.models import LogPosition, LogRecord, Memory, SaveDecision, TurnResult, fresh_memory
+from agent_memory.policy.controller import TurnSignals, surprise_of
+from agent_memory.save_decider import Draft, SaveDecider, phatic
 from agent_memory.scoring import nearest_gap, with_previous
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.journal import JsonlJournal, logged_turn
-from agent_memory.storage.outbox import TEXT, Projector
+from agent_memory.storage.outbox import TEXT
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, TurnCommit, image_commit
 
-log = logging.getLogger(__name__)
 LAST_TURNS = 10_000
 """Sessions whose last turn is cached (cleared when full; a miss reads the log)."""
 
 
-@dataclass(slots=True)
-class Draft:
-    """One turn on its way through the decision."""
-
-    record: LogRecord
-    text: TextFeatures
-    phatic: bool
-    emotion: EmotionalContext
-    emotion_source: str
-    entities: tuple[str, ...]
-    vector: np.ndarray | None = None
-    signals: TurnSignals | None = None
-    previous: str | None = None
-    """What was said just before this turn in its session (kept or not)."""
-    earlier: list[tuple[str, bytes | None]] | None = None
-    """(content, vector) of the memories just before this turn in its session, read while the model works; None
-    when the batch itself holds enough turns before it."""
-    kept: bool = False
-    """It became a memory (its vector then counts in the novelty of the turns after it)."""
-
-
 class WritePath:
-    config: Config
-    clock: Callable[[], datetime]
-    embedder: Embedder
-    extractor: SimpleExtractor
-    emotion: EmotionScorer
-    policy: Policy
-    llm: LiteLLMClient | None
-    records: SqliteRecords
-    vectors: VectorStore
-    projector: Projector
-    _recent: RecentVectors
-    keep_share: KeepShare
-    _last_turn: dict[tuple[str, str], tuple[int, str]]
-    _last_vector: TurnVectors
-    journal: JsonlJournal
-    long_turns: LongTurns
-    _prepared: PreparedVectors
+    """Judges and commits turns already in the log. `decider` makes the save decision; `notify` wakes the projector.
 
-    def _start_embedding(self, records: Sequence[LogRecord]) -> asyncio.Task[np.ndarray]:
+    It keeps the caches a write reads before SQLite: each session's last turn, the last texts embedded in each
+    session with their vectors, the latest memories' vectors (novelty), and texts embedded ahead of their turn.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        records: SqliteRecords,
+        journal: JsonlJournal,
+        vectors: VectorStore,
+        embedder: Embedder,
+        extractor: SimpleExtractor,
+        emotion: EmotionScorer,
+        decider: SaveDecider,
+        notify: Callable[[], None],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.config, self.records, self.journal, self.vectors = config, records, journal, vectors
+        self.embedder, self.extractor, self.emotion, self.decider = embedder, extractor, emotion, decider
+        self.notify, self.clock = notify, clock
+        self.long_turns = LongTurns(
+            max_bytes=config.max_content_bytes,
+            chunk_tokens=config.chunk_tokens,
+            embed=embedder.embed,
+            embedding_model=lambda: embedder.name,
+            entities=extractor.entities,
+            emotion=self.emotion.score,
+        )  # a turn over max_content_bytes, logged whole and remembered in chunks (long_turns.py)
+        self.recent = RecentVectors(RECENT_VECTORS)
+        self.last_vector = TurnVectors()
+        self.prepared = PreparedVectors()  # texts embedded ahead of their turn (MemoryManager.prepare_turns)
+        self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
+
+    def drop_caches(self) -> None:
+        """Empty every cache of recent turns (words, vectors, last turn of each session): an erase does, so no
+        cache in this process keeps what it took; they fill again from the next turns."""
+        self.last_vector.clear()
+        self.recent.clear()
+        self._last_turn.clear()
+        self.prepared.clear()
+
+    async def prepare(self, texts: Sequence[str]) -> None:
+        """Embed `texts` (checked) ahead of their turns; a text already prepared, blank or long is skipped."""
+        wanted = [
+            t for t in dict.fromkeys(texts) if t.strip() and t not in self.prepared and not self.long_turns.is_long(t)
+        ]
+        if wanted:
+            for text, vector in zip(wanted, await self.embedder.embed(wanted), strict=True):
+                self.prepared.put(text, vector)
+
+    def start_embedding(self, records: Sequence[LogRecord]) -> asyncio.Task[np.ndarray]:
         """The model's pass over the turns that are not phatic, started at once: the log append, the drafts and the
         SQLite reads of `_read_ahead` run while it works (the embedding is most of a turn's time). A text embedded
         ahead by `prepare_turns` is taken from there instead of the model."""
-        texts = [r.content for r in records if not _phatic(r) and not self.long_turns.is_long(r.content)]
+        texts = [r.content for r in records if not phatic(r) and not self.long_turns.is_long(r.content)]
         return asyncio.ensure_future(self._embed_texts(texts))
 
     async def _embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        ready = [self._prepared.take(text) for text in texts]
+        ready = [self.prepared.take(text) for text in texts]
         known = [vector for vector in ready if vector is not None]
         if known and len(known) == len(ready):
             return np.stack(known)
@@ -117,7 +118,7 @@ class WritePath:
         rest = iter(fresh)
         return np.stack([vector if vector is not None else next(rest) for vector in ready])
 
-    async def _commit(
+    async def commit(
         self,
         records: Sequence[LogRecord],
         positions: Sequence[LogPosition],
@@ -125,11 +126,11 @@ class WritePath:
         embedding: asyncio.Task[np.ndarray] | None = None,
     ) -> list[TurnResult]:
         """Judge the turns and commit them in one transaction, with an image memory per image shared with each.
-        `embedding` is `_start_embedding(records)` when the caller started it earlier. A long turn is not judged:
+        `embedding` is `start_embedding(records)` when the caller started it earlier. A long turn is not judged:
         its chunks are built while the others are judged (long_turns.py), committed in the same transaction."""
         now = self.clock()
         groups = images or [()] * len(records)
-        embedding = embedding or self._start_embedding(records)
+        embedding = embedding or self.start_embedding(records)
         long = [i for i, r in enumerate(records) if self.long_turns.is_long(r.content)]
         short = [i for i in range(len(records)) if i not in set(long)] if long else list(range(len(records)))
         chunked = (
@@ -149,8 +150,8 @@ class WritePath:
             placed |= dict(zip(long, built, strict=True))
             commits, results = [placed[i][0] for i in sorted(placed)], [placed[i][1] for i in sorted(placed)]
         await self.records.commit_turns(commits, now=now, recovery_start=self.journal.low_water(excluding=positions))
-        self._recent.extend((d.record.namespace, d.vector) for d in drafts if d.vector is not None and d.kept)
-        self.projector.notify()
+        self.recent.extend((d.record.namespace, d.vector) for d in drafts if d.vector is not None and d.kept)
+        self.notify()
         return results
 
     async def _judged(
@@ -172,7 +173,7 @@ class WritePath:
         for draft, vector in zip(open_drafts, await self._embed(open_drafts, await embedding), strict=True):
             draft.vector = vector
         await self._gather_signals(drafts, gaps)
-        decisions = await self._decide(drafts)
+        decisions = await self.decider.decide(drafts)
         commits, results = [], []
         for draft, position, decision, shared in zip(drafts, positions, decisions, groups, strict=True):
             commit = self._turn_commit(draft, position, decision, now, shared)
@@ -188,10 +189,10 @@ class WritePath:
         given = record.emotional_context
         emotion, source = (given, "caller") if given is not None else (self.emotion.score(record.content), "lexicon")
         text = record.content
-        return Draft(record, text_features(text), _phatic(record), emotion, source, self.extractor.entities(text))
+        return Draft(record, text_features(text), phatic(record), emotion, source, self.extractor.entities(text))
 
     async def _previous_turns(self, drafts: Sequence[Draft]) -> None:
-        """Each turn's predecessor in its session: from this batch, the manager's cache of each session's last
+        """Each turn's predecessor in its session: from this batch, the cache of each session's last
         turn, or else the log (read through the turns table: the predecessor may not have been kept)."""
         for draft in drafts:
             record = draft.record
@@ -252,7 +253,7 @@ class WritePath:
                 continue
             prior = own[before] if isinstance(before, int) else again[before] if hit is None else hit
             vectors[row] = with_previous(own[row], prior, weight)
-        self._last_vector.remember(
+        self.last_vector.remember(
             [((d.record.namespace, d.record.session_id), d.record.content, v) for d, v in zip(drafts, own, strict=True)]
         )
         return vectors
@@ -272,7 +273,7 @@ class WritePath:
         """The vector of `before` alone when it is one of the last turns embedded in the draft's session."""
         if not isinstance(before, str):
             return None
-        return self._last_vector.get((draft.record.namespace, draft.record.session_id), before)
+        return self.last_vector.get((draft.record.namespace, draft.record.session_id), before)
 
     # ----- signals: novelty, session surprise, gaps --------------------------------------------------
 
@@ -326,7 +327,7 @@ class WritePath:
         turn said earlier in this batch; None when there is nothing to compare with."""
         assert draft.vector is not None
         namespace = draft.record.namespace
-        found = [stored, self._recent.best(namespace, draft.vector)]
+        found = [stored, self.recent.best(namespace, draft.vector)]
         earlier = [d.vector for d in batch if d.record.namespace == namespace and d.vector is not None]
         if earlier:
             found.append(float(np.max(np.stack(earlier) @ draft.vector)))
@@ -353,103 +354,6 @@ class WritePath:
         return [(gap.gap_id, np.frombuffer(vector, dtype="<f4")) for gap, vector in found if vector is not None]
 
     # ----- the decision ------------------------------------------------------------------------------
-
-    async def _decide(self, drafts: Sequence[Draft]) -> list[SaveDecision]:
-        notes = {id(d): _note_decision(d) for d in drafts if d.record.note is not None}
-        if notes:  # written on purpose: kept, never judged; the other turns of the batch are judged as ever
-            judged = iter(await self._decide([d for d in drafts if id(d) not in notes]))
-            return [notes[id(d)] if id(d) in notes else next(judged) for d in drafts]
-        if self.config.save.keep_all:
-            return [self._keep_all(d) for d in drafts]
-        asked = [d for d in drafts if d.signals and not d.phatic and self.policy.fast_path(d.signals) is None]
-        verdicts, failures = await self._ask_llm(asked)
-        decisions = []
-        for draft in drafts:
-            assert draft.signals is not None
-            namespace = draft.record.namespace
-            if not self.keep_share.known(namespace):
-                self.keep_share.warm(
-                    namespace, await self.records.recent_keep_scores(namespace, self.keep_share.window)
-                )
-            draft.signals = replace(draft.signals, habituation=self.keep_share.bar(namespace))
-            verdict, failure = verdicts.get(id(draft)), failures.get(id(draft))
-            decision = self.policy.should_save(draft.signals, verdict, llm_failure=failure)
-            if not draft.phatic:
-                self.keep_share.record(namespace, decision.confidence)
-            decisions.append(replace(decision, inputs=self._inputs(draft, failure), policy=self.policy.version))
-        return decisions
-
-    def _keep_all(self, draft: Draft) -> SaveDecision:
-        assert draft.signals is not None
-        if draft.phatic:
-            return self.policy.should_save(draft.signals)
-        reason = "kept: save.keep_all is on (an archive: every turn but a phatic one)"
-        features = draft.signals.features()
-        return SaveDecision(
-            True,
-            reason,
-            DecisionPath.RULE,
-            MemoryType.EPISODIC,
-            1.0,
-            0.5,
-            features,
-            self._inputs(draft, None),
-            "keep-all",
-        )
-
-    async def _ask_llm(self, drafts: Sequence[Draft]) -> tuple[dict[int, Verdict], dict[int, str]]:
-        """One call per llm.batch_size turns, all in flight together (the client's semaphore bounds them)."""
-        if self.llm is None or not drafts:
-            return {}, {}
-        size = self.config.llm.batch_size
-        groups = [drafts[i : i + size] for i in range(0, len(drafts), size)]
-        answers = await asyncio.gather(*(self._judge(group) for group in groups))
-        verdicts: dict[int, Verdict] = {}
-        failures: dict[int, str] = {}
-        for group, answer in zip(groups, answers, strict=True):
-            for draft, outcome in zip(group, answer, strict=True):
-                if isinstance(outcome, Verdict):
-                    verdicts[id(draft)] = outcome
-                else:
-                    failures[id(draft)] = outcome
-        return verdicts, failures
-
-    async def _judge(self, group: Sequence[Draft]) -> list[Verdict | str]:
-        assert self.llm is not None
-        with_emotion = self.config.llm.score_emotion
-        turns = [
-            JudgedTurn(d.record.role.value, d.record.content, d.record.session_id, d.record.at, None) for d in group
-        ]
-        try:
-            answers = await judge_turns(self.llm, turns, with_emotion=with_emotion)
-        except LLMError as exc:
-            log.warning("LLM save decision failed, the heuristic decides instead: %s", exc)
-            return [str(exc)[:300]] * len(group)
-        out: list[Verdict | str] = []
-        for draft, answer in zip(group, answers, strict=True):
-            if (
-                with_emotion
-                and draft.emotion_source != "caller"
-                and answer.valence is not None
-                and answer.arousal is not None
-            ):
-                draft.emotion, draft.emotion_source = EmotionalContext(answer.valence, answer.arousal), "llm"
-            kind = MemoryType(answer.memory_type)
-            out.append(Verdict(answer.save, answer.confidence, kind, answer.importance, answer.reason, self.llm.model))
-        return out
-
-    def _inputs(self, draft: Draft, failure: str | None) -> dict[str, Any]:
-        assert draft.signals is not None
-        inputs: dict[str, Any] = {
-            "emotion": {**draft.emotion.as_dict(), "source": draft.emotion_source},
-            "threshold": round(self.policy.threshold(draft.signals), 4),
-            "habituation": round(draft.signals.habituation, 4),
-            "gap_id": draft.signals.gap_id,
-            "llm": self.llm.model if self.llm is not None else None,
-        }
-        if failure:
-            inputs["llm_failure"] = failure
-        return inputs
 
     # ----- rows --------------------------------------------------------------------------------------
 
@@ -509,16 +413,6 @@ class WritePath:
         )
 
 
-NOTE_MEMORY_TYPES = {
-    NoteKind.DECISION: MemoryType.SEMANTIC,
-    NoteKind.FACT: MemoryType.SEMANTIC,
-    NoteKind.FINDING: MemoryType.SEMANTIC,
-    NoteKind.PROCEDURE: MemoryType.PROCEDURAL,
-    NoteKind.PREFERENCE: MemoryType.PREFERENCE,
-}
-"""A note's memory type by its kind; a plain note, a handoff and a worklog are episodes."""
-
-
 def _rows(
     rows: Sequence[int],
     records: Sequence[LogRecord],
@@ -527,27 +421,6 @@ def _rows(
 ) -> tuple[list[LogRecord], list[LogPosition], list[Sequence[StoredImage]]]:
     """The records, log positions and images of the batch's `rows`."""
     return [records[i] for i in rows], [positions[i] for i in rows], [groups[i] for i in rows]
-
-
-def _phatic(record: LogRecord) -> bool:
-    """A note is never phatic: "thanks, that fixed it" written as a finding was meant to be kept."""
-    return record.note is None and is_phatic(record.content)
-
-
-def _note_decision(draft: Draft) -> SaveDecision:
-    assert draft.record.note is not None
-    kind = draft.record.note.kind
-    features = draft.signals.features() if draft.signals else {}
-    return SaveDecision(
-        True,
-        f"written as a {kind.value} note",
-        DecisionPath.RULE,
-        NOTE_MEMORY_TYPES.get(kind, MemoryType.EPISODIC),
-        1.0,
-        0.8 if kind in NOTE_MEMORY_TYPES else 0.6,
-        features,
-        policy="note",
-    )
 
 
 class PreparedVectors:

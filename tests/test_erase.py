@@ -46,14 +46,14 @@ async def test_erase_removes_every_byte_and_proves_it(manager: MemoryManager, co
     assert CANARY in [hit.memory.content for hit in before]
     canary_memory = next(hit.memory.memory_id for hit in before if hit.memory.content == CANARY)
     assert raw_hits(config.data_dir)  # the check can fail: the words are there before
-    assert manager._last_vector.recent(CANARY) is not None  # the write path's cache of recent texts holds it
+    assert manager.write_path.last_vector.recent(CANARY) is not None  # the write path's cache of recent texts holds it
 
     result = await manager.erase(turn_ids=[turn_id], reason="the user asked")
 
     assert result.proof.hits == 0 and result.proof.needles > 0 and result.proof.files > 5
     assert result.plan.memory_ids == (canary_memory,) and result.plan.log_records == 1
     assert raw_hits(config.data_dir) == []
-    assert manager._last_vector.recent(CANARY) is None
+    assert manager.write_path.last_vector.recent(CANARY) is None
     after = await manager.retrieve("what is my locker code at the gym 7731-ALBATROSS", k=5)
     assert CANARY not in [hit.memory.content for hit in after]
     assert any("sauna" in hit.memory.content for hit in after)  # the rest is intact

@@ -340,7 +340,7 @@ async def test_a_namespace_of_rich_turns_keeps_at_most_its_share(judging_config:
         row = await decision_row(manager, later[-1].turn_id)
         assert row["inputs"]["habituation"] > 0.5 and row["inputs"]["threshold"] == row["inputs"]["habituation"]
     async with MemoryManager.open(config, embedder=embedder) as manager:  # warmed again from the decision log
-        assert manager.keep_share.known("default") is False
+        assert manager.save_decider.keep_share.known("default") is False
         result = await manager.process_turn("s2", 0, turns[5].content, at=T0)
         row = await decision_row(manager, result.turn_id)
         assert row["inputs"]["habituation"] > 0.5

@@ -1,6 +1,7 @@
 """Phatic turns ("ok", "thanks!", "haha nice"): social noise that is never kept, whatever else is said about it.
 
-The rest of the save decision is in policy/controller.py (the rules) and write_path.py (the signals it sees).
+The rest of the save decision is in policy/controller.py (the rules), save_decider.py (which asks them and the LLM)
+and write_path.py (the signals it sees).
 """
 
 from __future__ import annotations

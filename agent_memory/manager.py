@@ -130,138 +130,17 @@ class MemoryManager(ReadPath):
         await asyncio.to_thread(exclude_data_dir, data_dir)  # a project store is git-ignored before it exists
         await asyncio.to_thread(make_private_dirs, data_dir, *folders)  # 0700, before any engine opens
         async with AsyncExitStack() as stack:
-            lock = OwnerLock(data_dir / "owner.lock")
-            await asyncio.to_thread(lock.acquire)
-            stack.callback(lock.release)
-            stack.push_async_callback(asyncio.to_thread, make_private_tree, data_dir)  # once every engine closed
-            self.journal = await JsonlJournal.open(
-                data_dir / "logs",
-                fsync=self.config.journal.fsync == "always",
-                segment_max_bytes=self.config.journal.segment_max_bytes,
-            )
-            stack.push_async_callback(self.journal.aclose)
-            self.records = await SqliteRecords.open(data_dir / "memory.db")
-            stack.push_async_callback(self.records.aclose)
-            await check_vector_size(self.records, self.config)
-            if self.config.retrieval.keyword_projection:
-                self.records.use_keyword_index()  # built from the first keyword search on
-            else:
-                await self.records.drop_keyword_changes()
-            graph, rebuild_graph = await open_projection(data_dir / "graph", lambda: KuzuGraph.open(data_dir / "graph"))
-            self.graph: GraphStore = graph
-            stack.push_async_callback(self.graph.aclose)
-            vectors, rebuild_vectors = await open_projection(data_dir / "vectors", lambda: open_vectors(self.config))
-            self.vectors: VectorStore = vectors
-            stack.push_async_callback(self.vectors.aclose)
-            await asyncio.to_thread(make_private_tree, data_dir)  # Kuzu and Qdrant Edge create files by the umask
-            if self._owns_embedder:
-                stack.push_async_callback(self.embedder.aclose)
-            if self.image_embedder is not None and self._owns_image_embedder:
-                stack.push_async_callback(self.image_embedder.aclose)
-            if self.llm is not None and self._owns_llm:
-                stack.push_async_callback(self.llm.aclose)
-            self.projector = Projector(
-                self.records,
-                self.graph,
-                self.vectors,
-                clock=self.clock,
-                batch=self.config.projector_batch,
-                retry_delay=self.config.outbox_retry_delay,
-                delay=self.config.projector_delay,
-                read_delay=self.config.projector_read_delay,
-                keywords=self.extractor.keywords,
-            )
-            self.images = ImageMemory(
-                self.config,
-                self.image_embedder,
-                embedder=self.embedder,
-                extractor=self.extractor,
-                records=self.records,
-                notify=self.projector.notify,
-                clock=self.clock,
-            )
+            rebuild_graph, rebuild_vectors = await self._open_engines(stack)
+            self._build_components()  # constructors only: nothing here touches an engine
             self.images.start()  # deciding may import open-clip and torch: text memory does not wait for it
             stack.push_async_callback(self.images.stop)
-            self.save_decider = SaveDecider(self.config, self.policy, self.llm, self.records)
-            self.write_path = WritePath(
-                self.config,
-                records=self.records,
-                journal=self.journal,
-                vectors=self.vectors,
-                embedder=self.embedder,
-                extractor=self.extractor,
-                emotion=self.emotion,
-                decider=self.save_decider,
-                notify=self.projector.notify,
-                clock=self.clock,
-            )
-            self.context_vectors = ContextVectors(
-                self.records,
-                self.journal,
-                self.embedder,
-                self.config.embedding,
-                clock=self.clock,
-                notify=self.projector.notify,
-            )
             await self.embedder.load()
             await warn_other_model(self.records, self.embedder.name)
             await doctor.rebuild_missing(
                 self.records, self.graph, self.vectors, graph=rebuild_graph, vectors=rebuild_vectors
             )
-            self.retrieval_log = RetrievalLog(
-                self.records, self.embedder.embed_query, delay=self.config.retrieval.record_delay
-            )
             await self.retrieval_log.open()
             stack.push_async_callback(self.retrieval_log.aclose)
-            self._reader = Recall(
-                records=self.records,
-                vectors=self.vectors,
-                embedder=self.embedder,
-                grep=RipgrepJournalSearch(data_dir / "logs"),
-                config=self.config,
-                images=self.images.on,
-                recent=self.write_path.last_vector.recent,
-                # a question is often the next user turn (the runtime, the proxy): its vector is kept for it
-                embedded=self.write_path.prepared.put if self.embedder.query_is_document else None,
-            )
-            self.recovery = LogRecovery(self.journal, self.records, index=self._index_logged, clock=self.clock)
-            self.revisions = Revisions(
-                self.records,
-                embed=self.embedder.embed,
-                embedding_model=lambda: self.embedder.name,
-                entities=self.extractor.entities,
-                max_bytes=self.config.max_content_bytes,
-                clock=self.clock,
-                notify=self.projector.notify,
-            )
-            found_by = make_fact_extractor(self.config.facts, self.llm)  # the rules, or the LLM over them
-            self._facts = Facts(
-                self.records, multi_valued=self.config.facts.multi_valued, clock=self.clock, extractor=found_by
-            )
-            self.eraser = Eraser(
-                self.records,
-                self.journal,
-                self.graph,
-                self.vectors,
-                drain=self.projector.drain,
-                flush_retrievals=self.retrieval_log.flush,
-                drop_caches=self.write_path.drop_caches,
-                embed=self.embedder.embed,
-                extract=self.extractor.extract,
-                min_statements=self.config.sleep.digest_min_statements,
-                embedding=self.config.embedding,
-                data_dir=data_dir,
-                clock=self.clock,
-            )
-            self.notes = Notes(
-                self.records,
-                self.process_turns,
-                self._ranked,
-                lambda: make_counter("cl100k_base"),
-                self.clock,
-                self.config.notes,
-                data_dir,
-            )
             self.recovered_turns = (await self.recovery.recover()).indexed
             await self.projector.drain()
             await self.eraser.resume()  # an erase a crash cut short is finished before anything reads
@@ -271,6 +150,130 @@ class MemoryManager(ReadPath):
             self.context_vectors.start()
             stack.push_async_callback(self.context_vectors.stop)
             self._stack = stack.pop_all()
+
+    async def _open_engines(self, stack: AsyncExitStack) -> tuple[bool, bool]:
+        """Take the owner lock and open the log, SQLite, the graph and the vectors, each closed by `stack`; returns
+        whether the graph and the vectors must be rebuilt (opened empty, or set aside as unreadable)."""
+        data_dir = self.config.data_dir
+        lock = OwnerLock(data_dir / "owner.lock")
+        await asyncio.to_thread(lock.acquire)
+        stack.callback(lock.release)
+        stack.push_async_callback(asyncio.to_thread, make_private_tree, data_dir)  # once every engine closed
+        self.journal = await JsonlJournal.open(
+            data_dir / "logs",
+            fsync=self.config.journal.fsync == "always",
+            segment_max_bytes=self.config.journal.segment_max_bytes,
+        )
+        stack.push_async_callback(self.journal.aclose)
+        self.records = await SqliteRecords.open(data_dir / "memory.db")
+        stack.push_async_callback(self.records.aclose)
+        await check_vector_size(self.records, self.config)
+        if self.config.retrieval.keyword_projection:
+            self.records.use_keyword_index()  # built from the first keyword search on
+        else:
+            await self.records.drop_keyword_changes()
+        graph, rebuild_graph = await open_projection(data_dir / "graph", lambda: KuzuGraph.open(data_dir / "graph"))
+        self.graph: GraphStore = graph
+        stack.push_async_callback(self.graph.aclose)
+        vectors, rebuild_vectors = await open_projection(data_dir / "vectors", lambda: open_vectors(self.config))
+        self.vectors: VectorStore = vectors
+        stack.push_async_callback(self.vectors.aclose)
+        await asyncio.to_thread(make_private_tree, data_dir)  # Kuzu and Qdrant Edge create files by the umask
+        if self._owns_embedder:
+            stack.push_async_callback(self.embedder.aclose)
+        if self.image_embedder is not None and self._owns_image_embedder:
+            stack.push_async_callback(self.image_embedder.aclose)
+        if self.llm is not None and self._owns_llm:
+            stack.push_async_callback(self.llm.aclose)
+        return rebuild_graph, rebuild_vectors
+
+    def _build_components(self) -> None:
+        """Build each component the manager delegates to, given what it touches (the engines are open)."""
+        config, records, clock = self.config, self.records, self.clock
+        self.projector = Projector(
+            records,
+            self.graph,
+            self.vectors,
+            clock=clock,
+            batch=config.projector_batch,
+            retry_delay=config.outbox_retry_delay,
+            delay=config.projector_delay,
+            read_delay=config.projector_read_delay,
+            keywords=self.extractor.keywords,
+        )
+        notify = self.projector.notify
+        self.images = ImageMemory(
+            config,
+            self.image_embedder,
+            embedder=self.embedder,
+            extractor=self.extractor,
+            records=records,
+            notify=notify,
+            clock=clock,
+        )
+        self.save_decider = SaveDecider(config, self.policy, self.llm, records)
+        self.write_path = WritePath(
+            config,
+            records=records,
+            journal=self.journal,
+            vectors=self.vectors,
+            embedder=self.embedder,
+            extractor=self.extractor,
+            emotion=self.emotion,
+            decider=self.save_decider,
+            notify=notify,
+            clock=clock,
+        )
+        self.context_vectors = ContextVectors(
+            records, self.journal, self.embedder, config.embedding, clock=clock, notify=notify
+        )
+        self.retrieval_log = RetrievalLog(records, self.embedder.embed_query, delay=config.retrieval.record_delay)
+        self._reader = Recall(
+            records=records,
+            vectors=self.vectors,
+            embedder=self.embedder,
+            grep=RipgrepJournalSearch(config.data_dir / "logs"),
+            config=config,
+            images=self.images.on,
+            recent=self.write_path.last_vector.recent,
+            embedded=self.write_path.offer_question,  # a question is often the next user turn
+        )
+        self.recovery = LogRecovery(self.journal, records, index=self._index_logged, clock=clock)
+        self.revisions = Revisions(
+            records,
+            embed=self.embedder.embed,
+            embedding_model=lambda: self.embedder.name,
+            entities=self.extractor.entities,
+            max_bytes=config.max_content_bytes,
+            clock=clock,
+            notify=notify,
+        )
+        found_by = make_fact_extractor(config.facts, self.llm)  # the rules, or the LLM over them
+        self._facts = Facts(records, multi_valued=config.facts.multi_valued, clock=clock, extractor=found_by)
+        self.eraser = Eraser(
+            records,
+            self.journal,
+            self.graph,
+            self.vectors,
+            drain=self.projector.drain,
+            flush_retrievals=self.retrieval_log.flush,
+            drop_caches=self.write_path.drop_caches,
+            embed=self.embedder.embed,
+            extract=self.extractor.extract,
+            min_statements=config.sleep.digest_min_statements,
+            embedding=config.embedding,
+            data_dir=config.data_dir,
+            clock=clock,
+        )
+        self.notes = Notes(
+            records,
+            self.process_turns,
+            self._ranked,
+            lambda: make_counter("cl100k_base"),
+            clock,
+            config.notes,
+            config.data_dir,
+        )
 
     async def _ranked(self, query: str, namespace: str, k: int) -> list[RetrievalResult]:
         """Notes' retrieval (recall and boot): retrieve() with notes' keyword evidence and graph weight."""

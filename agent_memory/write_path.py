@@ -91,6 +91,12 @@ class WritePath:
         self._last_turn.clear()
         self.prepared.clear()
 
+    def offer_question(self, text: str, vector: np.ndarray) -> None:
+        """A question's vector, kept for the turn that often follows with the same text (the runtime and the proxy
+        send the user's message as both), when the model embeds a question exactly as it embeds what is stored."""
+        if self.embedder.query_is_document:
+            self.prepared.put(text, vector)
+
     async def prepare(self, texts: Sequence[str]) -> None:
         """Embed `texts` (checked) ahead of their turns; a text already prepared, blank or long is skipped."""
         wanted = [

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from agent_memory.bench.ceiling import int8_matmul_gops, measure_ceiling, token_counts, transformer_flop
+from agent_memory.config import load_config
 from agent_memory.embeddings.text import Embedder, default_model_path
+from agent_memory.engines import make_embedder
 
 MINILM = json.loads((Path(default_model_path()) / "config.json").read_text())
 
@@ -32,9 +34,19 @@ async def test_a_measurement_reports_the_embedder_beside_the_ceiling(embedder: E
     assert found.gflop_per_turn == pytest.approx(transformer_flop(MINILM, round(found.tokens_per_turn)) / 1e9, rel=0.05)
     assert found.embedder_rate > 0 and found.machine_gflops > 1
     assert found.ceiling_rate == found.machine_gflops / found.gflop_per_turn
-    # what is stored goes through the int8 model by default: its own ceiling, from int8 arithmetic, beside it
-    assert getattr(embedder, "document_precision", None) == "int8" and found.int8_gops > 1
-    assert found.int8_ceiling_rate == found.int8_gops / found.gflop_per_turn
+    # what is stored goes through the float32 model by default: no int8 ceiling beside it
+    assert getattr(embedder, "document_precision", None) == "float32" and found.int8_gops == 0
+
+
+async def test_int8_documents_get_their_own_ceiling_from_int8_arithmetic() -> None:
+    environ = {"AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION": "int8"}
+    texts = [f"Ana: I walked the dog {n} times around the lake this week." for n in range(24)]
+    quick = make_embedder(load_config(Path(__file__).resolve().parents[1] / "config" / "default.toml", environ=environ))
+    try:
+        found = await measure_ceiling(texts, quick)
+    finally:
+        await quick.aclose()
+    assert found.int8_gops > 1 and found.int8_ceiling_rate == found.int8_gops / found.gflop_per_turn
 
 
 def test_an_int8_matrix_multiply_is_measured_on_every_worker() -> None:

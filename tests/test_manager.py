@@ -23,8 +23,9 @@ from agent_memory import (
     TurnInput,
     TurnNotFound,
 )
-from agent_memory.config import Config
+from agent_memory.config import Config, EmbeddingConfig
 from agent_memory.embeddings.text import Embedder
+from agent_memory.engines import make_embedder
 from agent_memory.storage.outbox import Projector
 from agent_memory.storage.outbox_records import PENDING_KEYWORDS
 
@@ -255,6 +256,9 @@ async def test_reopen_keeps_everything(config: Config, embedder: Embedder) -> No
     assert before["graph"] == after["graph"] and before["vectors"] == after["vectors"]
 
 
+INT8 = EmbeddingConfig(document_precision="int8")
+
+
 class CountingEmbedder:
     """The real embedder, passed through, counting the texts it is asked to embed (a wrapper, not a stand-in)."""
 
@@ -289,25 +293,31 @@ async def test_a_text_prepared_ahead_is_stored_with_the_same_vector_and_not_embe
     assert again.saved and np.allclose(np.frombuffer(bytes(blob[0][0]), dtype="<f4"), fresh, atol=1e-5)
 
 
+@pytest.mark.parametrize("documents", ["int8", "float32"])
 async def test_a_question_said_next_as_a_turn_is_stored_with_its_question_vector(
-    config: Config, embedder: Embedder
+    config: Config, embedder: Embedder, documents: str
 ) -> None:
-    """The runtime and the proxy ask with the user's message, then record it: the int8 model gives a question and a
-    stored text the same vector, so the question's is kept and the turn embeds nothing."""
-    counting = CountingEmbedder(embedder)
+    """The runtime and the proxy ask with the user's message, then record it. With int8 documents a question and a
+    stored text get the same vector from the same model, so the question's is kept and the turn embeds nothing;
+    with float32 documents (the default) the turn is embedded by the model that stores."""
+    model = embedder if documents == "float32" else make_embedder(config.model_copy(update={"embedding": INT8}))
+    counting = CountingEmbedder(model)
     text = "Which ferry did I book to Tangier?"
-    async with MemoryManager.open(config, embedder=counting) as manager:  # type: ignore[arg-type]
-        await manager.process_turn("s1", 1, "I booked the morning ferry to Tangier for the ninth of June.")
-        assert embedder.query_is_document  # the shipped default: both passes through the int8 model
-        asked = await embedder.embed_query(text)
-        await manager.retrieve(text, k=3)
-        before = counting.texts
-        await manager.prepare_turns([text])  # already there: nothing to embed
-        stored = await manager.process_turn("s1", 2, text)
-        assert counting.texts == before
-        blob = await manager.records._fetch("SELECT embedding FROM memories WHERE memory_id = ?", (stored.memory_id,))
-        await manager.process_turn("s1", 3, "Which train did I book to Fez?")  # never asked: embedded
-        assert counting.texts == before + 1
-    own = np.frombuffer(bytes(blob[0][0]), dtype="<f4")
-    assert np.array_equal(asked, (await embedder.embed([text]))[0])
-    assert stored.saved and own.shape == asked.shape
+    try:
+        async with MemoryManager.open(config, embedder=counting) as manager:  # type: ignore[arg-type]
+            await manager.process_turn("s1", 1, "I booked the morning ferry to Tangier for the ninth of June.")
+            assert model.query_is_document == (documents == "int8")
+            asked = await model.embed_query(text)
+            await manager.retrieve(text, k=3)
+            before = counting.texts
+            await manager.prepare_turns([text])  # int8: already there, nothing to embed; float32: embedded now
+            stored = await manager.process_turn("s1", 2, text)
+            assert counting.texts == before + (documents == "float32")
+            await manager.process_turn("s1", 3, "Which train did I book to Fez?")  # never asked: embedded
+            assert counting.texts == before + (documents == "float32") + 1
+        alone = (await model.embed([text]))[0]
+    finally:
+        if model is not embedder:
+            await model.aclose()
+    assert stored.saved and alone.shape == asked.shape
+    assert np.array_equal(asked, alone) == (documents == "int8")

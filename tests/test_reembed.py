@@ -140,6 +140,35 @@ def _local(config: Config) -> dict[str, str]:
     return {"backend": e.backend, "model_path": e.model_path, "dimension": str(e.dimension)}
 
 
+async def test_a_store_made_with_int8_documents_is_made_again_in_float32(tmp_path: Path, embedder: Embedder) -> None:
+    """int8 was the document default until 2026-12-05: such a store opens without a warning (one model at two
+    precisions) and `reembed` with the default makes every vector again through the float32 model."""
+    made_int8 = store_config(tmp_path / "store", document_precision="int8")
+    quick = make_embedder(made_int8)
+    try:
+        async with MemoryManager.open(made_int8, embedder=quick) as manager:
+            turns = [TurnInput("s", n, text, at=T0) for n, (_, text) in enumerate(CONVERSATION)]
+            ids = [r.memory_id or "" for r in await manager.process_turns(turns)]
+            before = await vectors(manager)
+    finally:
+        await quick.aclose()
+    assert {model for _, model, _, _ in before.values()} == {"all-MiniLM-L6-v2-int8"}
+    shipped = store_config(tmp_path / "store")
+    report = await reembed_store(shipped, say=lambda line: None, embedder=embedder)
+    assert report["done"] and report["memories"] == len(ids)
+    async with MemoryManager.open(shipped, embedder=embedder) as manager:
+        after = await vectors(manager)
+        assert {model for _, model, _, _ in after.values()} == {"all-MiniLM-L6-v2"}
+        found = await manager.retrieve("who is learning the cello?", k=1)
+        assert found[0].memory.memory_id == ids[0]
+    async with MemoryManager.open(store_config(tmp_path / "fresh"), embedder=embedder) as fresh:
+        again = [r.memory_id or "" for r in await fresh.process_turns(turns)]
+        direct = await vectors(fresh)
+    for old, new in zip(ids, again, strict=True):  # as the float32 write path makes them from the start
+        assert np.allclose(after[old][0], direct[new][0], atol=1e-5)
+        assert not np.allclose(before[old][0], direct[new][0], atol=1e-4)  # they were another precision's
+
+
 async def test_an_interrupted_run_resumes_and_embeds_again_what_changed_meanwhile(
     shipped: Config, local: Config, embedder: Embedder, other: Embedder
 ) -> None:

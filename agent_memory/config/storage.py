@@ -25,14 +25,15 @@ class EmbeddingConfig(Section):
     """The model a question is embedded with (onnx backend): 'int8', a copy of the weights quantized per channel,
     made once and cached (a third of the CPU per question, cosine 0.995 to float32 on LoCoMo questions), or
     'float32', the exported float32 model."""
-    document_precision: Literal["int8", "float32"] = "int8"
-    """The model what is stored is embedded with (onnx backend): 'int8', the query model's weights, one text per
-    pass on one thread, passes side by side (one per `threads`), or 'float32'. int8 embeds LoCoMo turns at 251 a
-    second against float32's 197 on a 128 GFLOP/s machine (61 against 46 on an AVX2-only one), cosine 0.992 to
-    float32; dev recall at 2,048 tokens holds on both benchmarks: LoCoMo 0.8708 (float32 0.8683), LongMemEval
-    0.9762 (0.9762). One text a pass, as int8 activations are quantized per pass: in passes of 8 a vector moved with
-    its batch-mates ("ok" beside a 256-token turn: cosine 0.958 to "ok" alone). Stored vectors name their model
-    (`all-MiniLM-L6-v2-int8` or `all-MiniLM-L6-v2`); a store holding both is searched by the same question vector."""
+    document_precision: Literal["int8", "float32"] = "float32"
+    """The model what is stored is embedded with (onnx backend): 'float32', the exported model on `threads`, or
+    'int8', the query model's weights, one text per pass on one thread, passes side by side (one per `threads`):
+    about 1.5x the texts a second (LoCoMo turns, the embedder alone, 243-268 against 161-175 on an AVX2 EPYC), for
+    vectors at cosine 0.991 to float32 that cost recall: on LoCoMo dev at 2,048 tokens int8 documents and questions
+    scored 0.8628 against float32's 0.8690, -0.0062 [-0.0131, -0.0003], lower in every fold (2026-12-05; other int8
+    quantizations -0.0026 and +0.0013, another CPU +0.0025). int8 questions over float32 documents cost nothing
+    (+0.0003). Stored vectors name their model (`all-MiniLM-L6-v2` or `all-MiniLM-L6-v2-int8`); a store that holds
+    both is searched by the same question vector."""
     cache_dir: str = ""
     """Where the ONNX export is cached; empty means $XDG_CACHE_HOME/agent-memory (~/.cache/agent-memory)."""
     model_path: str = ""

@@ -55,11 +55,11 @@ WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # what a sentence-transfor
 class OnnxMiniLmEmbedder:
     """Sorted-by-length batches through ONNX Runtime, mean pooling, L2 normalisation; one worker thread.
 
-    Questions (embed_query) and, by default, what is stored go through an int8 copy of the model: its weights
-    quantized per output channel, made once from the export and cached beside it, on one thread, one text per pass
-    (int8 activations are quantized per pass, so a text's vector never depends on its batch-mates). Either pass can
-    be float32 instead (`query_precision`, `document_precision`). An int8 copy that strays or cannot be made leaves
-    both passes in float32, and the stored vectors then say so."""
+    Questions (embed_query) go through an int8 copy of the model by default: its weights quantized per output channel,
+    made once from the export and cached beside it, on one thread, one text per pass (int8 activations are quantized
+    per pass, so a text's vector never depends on its batch-mates). What is stored goes through the float32 model on
+    `threads` unless `document_precision` is int8 (faster, and it costs recall); `query_precision` can be float32
+    too. An int8 copy that strays or cannot be made leaves both passes in float32, and the stored vectors say so."""
 
     def __init__(
         self,
@@ -69,7 +69,7 @@ class OnnxMiniLmEmbedder:
         batch_size: int = 8,
         threads: int = 0,
         query_precision: QueryPrecision = "int8",
-        document_precision: QueryPrecision = "int8",
+        document_precision: QueryPrecision = "float32",
         dimension: int = 384,
     ) -> None:
         self.model_path = Path(model_path or default_model_path())

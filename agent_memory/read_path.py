@@ -1,7 +1,9 @@
 """MemoryManager's read path: retrieve, context, recall, and what a retrieval records (access, events, gaps).
 
-A mixin of `MemoryManager` (manager.py): one object, two files, so each stays readable. The layers themselves
-run in recall.py; ranking and packing are pure (cognition/ranking.py, cognition/context.py).
+A mixin of `MemoryManager` (manager.py), because these methods are the façade's own public API: checking input,
+then delegating. The work is done by components: the layers in recall.py, what retrievals record in
+retrieval_log.py; ranking and packing are pure (cognition/ranking.py, cognition/context.py). The write path, which
+the façade does not expose, is a component (write_path.py).
 """
 
 from __future__ import annotations

@@ -38,7 +38,16 @@ async def warn_other_model(records: SqliteRecords, model: str) -> set[str]:
     """Warn when the store's text vectors were made by another model than `model` (of the same size: another size
     is refused by check_vector_size): its questions would be compared with another model's vectors. A name is the
     model folder's; its int8 and float32 passes count as one model. Returns the other models' names."""
-    others = {name for name in await records.vector_models() if name and _base(name) != _base(model)}
+    models = await records.vector_models()
+    others = {name for name in models if name and _base(name) != _base(model)}
+    if precisions := {name for name in models if name and _base(name) == _base(model) and name != model}:
+        log.info(
+            "Some of the store's text vectors were made by %s, and new ones by %s: the same model at another "
+            "precision, searched together. `agent-memory reembed` (daemon stopped) makes them all with %s",
+            ", ".join(sorted(precisions)),
+            model,
+            model,
+        )
     if others:
         log.warning(
             "The store's text vectors were made by %s, and questions are now embedded by %s: the semantic layer "

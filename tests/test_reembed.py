@@ -140,9 +140,11 @@ def _local(config: Config) -> dict[str, str]:
     return {"backend": e.backend, "model_path": e.model_path, "dimension": str(e.dimension)}
 
 
-async def test_a_store_made_with_int8_documents_is_made_again_in_float32(tmp_path: Path, embedder: Embedder) -> None:
+async def test_a_store_made_with_int8_documents_is_made_again_in_float32(
+    tmp_path: Path, embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
     """int8 was the document default until 2026-12-05: such a store opens without a warning (one model at two
-    precisions) and `reembed` with the default makes every vector again through the float32 model."""
+    precisions), says so once, and `reembed` with the default makes every vector again through the float32 model."""
     made_int8 = store_config(tmp_path / "store", document_precision="int8")
     quick = make_embedder(made_int8)
     try:
@@ -154,11 +156,20 @@ async def test_a_store_made_with_int8_documents_is_made_again_in_float32(tmp_pat
         await quick.aclose()
     assert {model for _, model, _, _ in before.values()} == {"all-MiniLM-L6-v2-int8"}
     shipped = store_config(tmp_path / "store")
+    with caplog.at_level(logging.INFO, logger="agent_memory.engines"):
+        async with MemoryManager.open(shipped, embedder=embedder):
+            pass
+    said = [r for r in caplog.records if r.name == "agent_memory.engines"]
+    assert [r.levelno for r in said] == [logging.INFO] and "all-MiniLM-L6-v2-int8" in said[0].getMessage()
     report = await reembed_store(shipped, say=lambda line: None, embedder=embedder)
     assert report["done"] and report["memories"] == len(ids)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="agent_memory.engines"):
+        async with MemoryManager.open(shipped, embedder=embedder) as manager:
+            after = await vectors(manager)
+    assert not [r for r in caplog.records if r.name == "agent_memory.engines"]  # one precision now
+    assert {model for _, model, _, _ in after.values()} == {"all-MiniLM-L6-v2"}
     async with MemoryManager.open(shipped, embedder=embedder) as manager:
-        after = await vectors(manager)
-        assert {model for _, model, _, _ in after.values()} == {"all-MiniLM-L6-v2"}
         found = await manager.retrieve("who is learning the cello?", k=1)
         assert found[0].memory.memory_id == ids[0]
     async with MemoryManager.open(store_config(tmp_path / "fresh"), embedder=embedder) as fresh:

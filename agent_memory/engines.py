@@ -34,18 +34,25 @@ async def check_vector_size(records: SqliteRecords, config: Config) -> None:
         )
 
 
-async def warn_other_model(records: SqliteRecords, model: str) -> set[str]:
+async def warn_other_model(records: SqliteRecords, model: str, *, upgrading: str | None = None) -> set[str]:
     """Warn when the store's text vectors were made by another model than `model` (of the same size: another size
     is refused by check_vector_size): its questions would be compared with another model's vectors. A name is the
-    model folder's; its int8 and float32 passes count as one model. Returns the other models' names."""
+    model folder's; its int8 and float32 passes count as one model. `upgrading` names the vectors the vector
+    upgrade makes again while the store is idle (vector_upgrade.py). Returns the other models' names."""
     models = await records.vector_models()
     others = {name for name in models if name and _base(name) != _base(model)}
     if precisions := {name for name in models if name and _base(name) == _base(model) and name != model}:
+        later = (
+            "they are made again with it while no write is committed (embedding.upgrade_vectors), or at once by"
+            if precisions == {upgrading}
+            else "searched together;"
+        )
         log.info(
             "Some of the store's text vectors were made by %s, and new ones by %s: the same model at another "
-            "precision, searched together. `agent-memory reembed` (daemon stopped) makes them all with %s",
+            "precision; %s `agent-memory reembed` (daemon stopped), which makes them all with %s",
             ", ".join(sorted(precisions)),
             model,
+            later,
             model,
         )
     if others:

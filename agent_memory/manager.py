@@ -68,6 +68,7 @@ from agent_memory.validation import (
     check_turn,
     turn_from_mapping,
 )
+from agent_memory.vector_upgrade import VectorUpgrade
 from agent_memory.write_path import WritePath
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ class MemoryManager(ReadPath):
             self.images.start()  # deciding may import open-clip and torch: text memory does not wait for it
             stack.push_async_callback(self.images.stop)
             await self.embedder.load()
-            await warn_other_model(self.records, self.embedder.name)
+            await warn_other_model(self.records, self.embedder.name, upgrading=self.vector_upgrade.stale)
             await doctor.rebuild_missing(
                 self.records, self.graph, self.vectors, graph=rebuild_graph, vectors=rebuild_vectors
             )
@@ -149,6 +150,8 @@ class MemoryManager(ReadPath):
             stack.push_async_callback(self.projector.stop)
             self.context_vectors.start()
             stack.push_async_callback(self.context_vectors.stop)
+            self.vector_upgrade.start()
+            stack.push_async_callback(self.vector_upgrade.stop)
             self._stack = stack.pop_all()
 
     async def _open_engines(self, stack: AsyncExitStack) -> tuple[bool, bool]:
@@ -225,6 +228,9 @@ class MemoryManager(ReadPath):
             clock=clock,
         )
         self.context_vectors = ContextVectors(
+            records, self.journal, self.embedder, config.embedding, clock=clock, notify=notify
+        )
+        self.vector_upgrade = VectorUpgrade(
             records, self.journal, self.embedder, config.embedding, clock=clock, notify=notify
         )
         self.retrieval_log = RetrievalLog(records, self.embedder.embed_query, delay=config.retrieval.record_delay)

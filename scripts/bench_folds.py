@@ -7,7 +7,9 @@ DIR is a store the harness filled (agent-memory --data-dir DIR bench ..., every 
 
 With --baseline-dir OTHER, two stores of the same data are compared instead (say, one ingested with
 AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION=float32 and one with int8): each asked with the shipped defaults,
-DIR's per-question figures against OTHER's, per fold and with the same paired, clustered bootstrap.
+DIR's per-question figures against OTHER's, per fold and with the same paired, clustered bootstrap. A store is
+asked as a daemon leaves it after a pause: its int8 document vectors are first made again in float32 (in place,
+vector_upgrade.py) unless AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION=int8 or ..._UPGRADE_VECTORS=false is set.
 """
 
 import argparse

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_memory.bench.harness import HEADLINE, QUESTIONS, ask, catch_up_context, limited
+from agent_memory.bench.harness import HEADLINE, QUESTIONS, ask, catch_up_vectors, limited
 from agent_memory.config import load_config
 from agent_memory.manager import MemoryManager
 
@@ -35,7 +35,7 @@ async def figures(
     config = load_config(data_dir=str(data_dir), save__keep_all=True, image__enabled=False)
     out: dict[str, dict[str, Rows]] = {}
     async with MemoryManager.open(config) as manager:
-        await catch_up_context(manager)  # a store filled before context vectors existed gets them now
+        await catch_up_vectors(manager)  # what a daemon makes while idle: context vectors, int8 ones upgraded
         base = manager.config.retrieval
         for name, changes in variants.items():
             manager.configure_retrieval(base.model_copy(update=dict(changes)))

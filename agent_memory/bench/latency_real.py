@@ -38,7 +38,7 @@ import numpy as np
 
 from agent_memory.bench import latency, perf
 from agent_memory.bench.datasets import locomo_turns, longmemeval_turns
-from agent_memory.bench.harness import catch_up_context, ingest
+from agent_memory.bench.harness import catch_up_vectors, ingest
 from agent_memory.bench.latency import Latency, PooledEmbedder
 from agent_memory.bench.perf import percentile
 from agent_memory.bench.questions import locomo_questions
@@ -138,7 +138,7 @@ def _key(text: str) -> bytes:
 async def daemon_ready(manager: MemoryManager) -> dict[str, float]:
     """The store as a daemon would have it after a pause: the context vectors caught up, then both collections'
     HNSW built by the `index` sleep job. Returns the seconds each took."""
-    context = await catch_up_context(manager)
+    context = await catch_up_vectors(manager)
     started = time.perf_counter()
     await run_job(manager, "index", force=True)
     await manager.flush()

@@ -34,6 +34,20 @@ class EmbeddingConfig(Section):
     quantizations -0.0026 and +0.0013, another CPU +0.0025). int8 questions over float32 documents cost nothing
     (+0.0003). Stored vectors name their model (`all-MiniLM-L6-v2` or `all-MiniLM-L6-v2-int8`); a store that holds
     both is searched by the same question vector."""
+    import_precision: Literal["int8", "float32"] = "int8"
+    """The document model `agent-memory ingest` embeds with when it opens the store itself (no daemon running):
+    'int8' imports about 1.3x the turns a second here (LoCoMo dev, projections included: 122-147 against 100-106),
+    and the vector upgrade makes those vectors again in float32 once the store is opened with float32 documents
+    and idle (`upgrade_vectors`). Through a running daemon, the daemon's `document_precision` embeds."""
+    upgrade_vectors: bool = True
+    """Make the int8 document model's vectors again with the float32 model, in place, while no write is committed
+    (vector_upgrade.py), when what is stored is float32 (`document_precision`): an int8 import's, and those of a
+    store made while int8 was the default (2026-12-03 to 12-05). False leaves them as they are."""
+    upgrade_batch: int = Field(default=16, ge=1)
+    """Vectors the upgrade makes at a time; a question's embedding waits on the same model thread meanwhile (16
+    LoCoMo turns are about 0.1 s of float32 passes here)."""
+    upgrade_delay: timedelta = timedelta(seconds=2)
+    """How long no write must have been committed before the upgrade takes a batch."""
     cache_dir: str = ""
     """Where the ONNX export is cached; empty means $XDG_CACHE_HOME/agent-memory (~/.cache/agent-memory)."""
     model_path: str = ""

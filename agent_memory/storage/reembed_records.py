@@ -1,5 +1,6 @@
 """The records behind re-embedding (reembed.py): what each text vector was made from, the staged new vectors, the
-other vectors a text model made (retrieval gaps' questions, digest topics' sums), and the swap, in one transaction."""
+other vectors a text model made (retrieval gaps' questions, digest topics' sums), and the swap, in one transaction;
+and behind the vector upgrade (vector_upgrade.py): one model's vectors found a batch at a time, replaced in place."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.errors import StorageError
 from agent_memory.models import LogPosition
+from agent_memory.storage.rows import ts
 
 # Every memory with a text vector, with what the write path embedded it from: its own turn's place in the log (to
 # tell an unchanged turn from one revised or compressed since) and the place of the turn logged just before it in
@@ -28,6 +31,27 @@ SELECT m.memory_id, m.revision, m.content,
        a.segment, a.offset, a.length, a.before_segment, a.before_offset, a.before_length
 FROM memories AS m LEFT JOIN around AS a ON a.turn_id = m.source_turn_id
 WHERE m.embedding IS NOT NULL AND length(m.embedding) > 0
+ORDER BY m.rowid
+"""
+
+
+# The same for the oldest `limit` memories whose vector `model` made (vector_upgrade.py), through the index on the
+# model's name; each memory's turn before comes from the session's unique (namespace, session_id, turn_number).
+_MADE_BY = """
+SELECT m.memory_id, m.revision, m.content,
+       EXISTS (SELECT 1 FROM notes AS n WHERE n.memory_id = m.memory_id)
+           OR EXISTS (SELECT 1 FROM memory_chunks AS c WHERE c.memory_id = m.memory_id) AS alone,
+       t.segment, t.offset, t.length, b.segment, b.offset, b.length, m.embedding
+FROM (SELECT rowid, memory_id, revision, content, source_turn_id, embedding
+      FROM memories INDEXED BY memories_embedding_model
+      WHERE embedding_model = :model AND embedding IS NOT NULL AND length(embedding) > 0
+      ORDER BY rowid LIMIT :limit) AS m
+LEFT JOIN turns AS t ON t.turn_id = m.source_turn_id
+LEFT JOIN turns AS b ON b.rowid = (
+    SELECT p.rowid FROM turns AS p
+    WHERE p.namespace = t.namespace AND p.session_id = t.session_id AND p.turn_number < t.turn_number
+    ORDER BY p.turn_number DESC LIMIT 1
+)
 ORDER BY m.rowid
 """
 
@@ -53,17 +77,40 @@ class ReembedQueries:
 
     async def vector_sources(self) -> list[VectorSource]:
         """Every memory that holds a text vector, oldest first."""
-        return [
-            VectorSource(
-                str(r[0]),
-                int(r[1]),
-                str(r[2]),
-                bool(r[3]),
-                LogPosition(int(r[4]), int(r[5]), int(r[6])) if r[4] is not None else None,
-                LogPosition(int(r[7]), int(r[8]), int(r[9])) if r[7] is not None else None,
-            )
-            for r in await self._fetch(_TARGETS)
-        ]
+        return [_source(r) for r in await self._fetch(_TARGETS)]
+
+    async def vectors_made_by(self, model: str, limit: int) -> list[tuple[VectorSource, bytes]]:
+        """The oldest `limit` memories whose text vector `model` made: what each was made from, and the vector."""
+        return [(_source(r), bytes(r[10])) for r in await self._fetch(_MADE_BY, {"model": model, "limit": limit})]
+
+    async def vectors_made_by_count(self, model: str) -> int:
+        """How many memories hold a text vector `model` made."""
+        rows = await self._fetch(
+            "SELECT count(*) FROM memories INDEXED BY memories_embedding_model WHERE embedding_model = ? "
+            "AND embedding IS NOT NULL AND length(embedding) > 0",
+            (model,),
+        )
+        return int(rows[0][0])
+
+    async def replace_vectors(self, rows: Sequence[tuple[str, bytes, bytes]], *, model: str, now: datetime) -> int:
+        """Each (memory id, the vector read, its new float32 vector made by `model`): the new one in place, and the
+        memory's point queued for the projector, in one transaction. A memory whose vector is no longer the one
+        read keeps what it has: revised, or embedded again by an erase without a turn's words (a vector made from
+        the old state must not bring those words back). Returns how many were replaced."""
+        replaced = 0
+        async with self.transaction() as db:
+            for memory_id, read, blob in rows:
+                cursor = await db.execute(
+                    "UPDATE memories SET embedding = ?, embedding_model = ? WHERE memory_id = ? AND embedding = ?",
+                    (blob, model, memory_id, read),
+                )
+                if cursor.rowcount:
+                    replaced += 1
+                    await db.execute(
+                        "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'vectors')",
+                        (memory_id, ts(now)),
+                    )
+        return replaced
 
     async def vector_followers(self, erased_turns: set[str], erased_memories: set[str]) -> list[VectorSource]:
         """The memories whose vector may hold an erased turn's: a short turn is embedded with the one before it
@@ -195,3 +242,15 @@ class ReembedQueries:
             await db.execute("DELETE FROM context_vectors")
             await db.execute("DELETE FROM reembedding")
         return int(swapped)
+
+
+def _source(row: Sequence[Any]) -> VectorSource:
+    """A VectorSource from a row of _TARGETS or _MADE_BY."""
+    return VectorSource(
+        str(row[0]),
+        int(row[1]),
+        str(row[2]),
+        bool(row[3]),
+        LogPosition(int(row[4]), int(row[5]), int(row[6])) if row[4] is not None else None,
+        LogPosition(int(row[7]), int(row[8]), int(row[9])) if row[7] is not None else None,
+    )

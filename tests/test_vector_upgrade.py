@@ -1,0 +1,174 @@
+"""The vector upgrade (vector_upgrade.py): what the int8 document model stored is made again by the float32 model,
+in place, as the float32 write path would have made it, while no one writes; a memory changed meanwhile keeps its
+change; `agent-memory ingest` stores int8 vectors for the upgrade to replace. Real MiniLM (both precisions),
+SQLite and Qdrant Edge in temporary directories."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent_memory.config import Config, load_config
+from agent_memory.embeddings.text import Embedder
+from agent_memory.engines import make_embedder
+from agent_memory.interfaces.cli import main
+from agent_memory.manager import MemoryManager
+from agent_memory.models import TurnInput
+from agent_memory.storage.outbox import TEXT
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = datetime(2023, 5, 8, 12, tzinfo=UTC)
+FLOAT32, INT8 = "all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8"
+TURNS = [  # short turns, each but a session's first embedded with the one before it; then a long one, in chunks
+    ("s1", "Priya: I started learning the cello last month. How is work?"),
+    ("s1", "Tom: Work is fine, busy with the move to the new office."),
+    ("s1", "Priya: It is bright orange, the new cello case."),
+    ("s2", "Tom: I am looking at flats near the river now."),
+    ("s2", "Priya: The dog and I went running on the beach."),
+    ("s2", " ".join(f"Line {n} of the deploy log: step {n} took {n * 7} ms on host build-{n % 5}." for n in range(60))),
+]
+
+
+def store_config(data_dir: Path, **embedding: str) -> Config:
+    environ = {f"AGENT_MEMORY__EMBEDDING__{key.upper()}": value for key, value in embedding.items()}
+    environ |= {"AGENT_MEMORY__SAVE__KEEP_ALL": "true", "AGENT_MEMORY__MAX_CONTENT_BYTES": "2048"}
+    return load_config(ROOT / "config" / "default.toml", environ=environ, data_dir=str(data_dir))
+
+
+def turns() -> list[TurnInput]:
+    return [TurnInput(session, n, text, at=T0) for n, (session, text) in enumerate(TURNS)]
+
+
+async def stored(manager: MemoryManager) -> dict[str, tuple[np.ndarray, str, int, str]]:
+    """content -> (text vector, model, revision, memory id) of every memory with one."""
+    rows = await manager.records._fetch(
+        "SELECT content, embedding, embedding_model, revision, memory_id FROM memories WHERE length(embedding) > 0"
+    )
+    return {r[0]: (np.frombuffer(r[1], dtype=np.float32).copy(), r[2], r[3], r[4]) for r in rows}
+
+
+async def made_int8(data_dir: Path) -> dict[str, tuple[np.ndarray, str, int, str]]:
+    """A store whose vectors the int8 document model made, as an int8 import leaves it."""
+    config = store_config(data_dir, document_precision="int8")
+    quick = make_embedder(config)
+    try:
+        async with MemoryManager.open(config, embedder=quick) as manager:
+            await manager.process_turns(turns())
+            await manager.notes.write(
+                "Decision: the export job keeps its state in SQLite, one writer.", kind="decision"
+            )
+            return await stored(manager)
+    finally:
+        await quick.aclose()
+
+
+@pytest.fixture
+async def float32_made(tmp_path: Path, embedder: Embedder) -> dict[str, tuple[np.ndarray, str, int, str]]:
+    """The same memories as the float32 write path makes them from the start."""
+    async with MemoryManager.open(store_config(tmp_path / "direct"), embedder=embedder) as manager:
+        await manager.process_turns(turns())
+        await manager.notes.write("Decision: the export job keeps its state in SQLite, one writer.", kind="decision")
+        return await stored(manager)
+
+
+async def nearest(manager: MemoryManager, vector: np.ndarray) -> tuple[str, float]:
+    await manager.flush()
+    hit = (await manager.vectors.search(TEXT, vector.tolist(), limit=1))[0]
+    return str(hit.memory_id), float(hit.score)
+
+
+async def test_an_int8_store_is_made_again_as_the_float32_write_path_makes_it(
+    tmp_path: Path, embedder: Embedder, float32_made: dict[str, tuple[np.ndarray, str, int, str]]
+) -> None:
+    before = await made_int8(tmp_path / "store")
+    assert {model for _, model, _, _ in before.values()} == {INT8}
+    assert len(before) == len(float32_made) > len(TURNS)  # the long turn's chunks, and the note
+    quiet = store_config(tmp_path / "store", upgrade_delay="PT1H")  # the background task never takes a batch
+    async with MemoryManager.open(quiet, embedder=embedder) as manager:
+        upgrade = manager.vector_upgrade
+        assert upgrade.stale == INT8 and await upgrade.left() == len(before)
+        content = TURNS[2][1]
+        target, was = float32_made[content][0], before[content]
+        memory_id, score = await nearest(manager, target)
+        assert memory_id == was[3] and score == pytest.approx(float(target @ was[0]), abs=1e-5)
+        assert float(target @ was[0]) < 0.9999  # int8's vector, not float32's
+
+        totals: list[int] = []
+        assert await upgrade.catch_up(totals.append) == len(before)
+        assert await upgrade.left() == 0 and totals[-1] == len(before)
+        after = await stored(manager)
+        memory_id, score = await nearest(manager, target)  # Qdrant holds the new vector too
+        assert memory_id == was[3] and score > 0.9999
+    for text, (vector, model, revision, memory_id) in after.items():
+        assert model == FLOAT32 and (revision, memory_id) == before[text][2:]  # nothing but the vector changed
+        assert np.allclose(vector, float32_made[text][0], atol=1e-5), text
+        assert not np.allclose(vector, before[text][0], atol=1e-4), text
+
+
+async def test_the_background_task_upgrades_while_no_one_writes(tmp_path: Path, embedder: Embedder) -> None:
+    before = await made_int8(tmp_path / "store")
+    eager = store_config(tmp_path / "store", upgrade_delay="PT0.2S", upgrade_batch="2")
+    async with MemoryManager.open(eager, embedder=embedder) as manager:
+        deadline = time.monotonic() + 60
+        while await manager.vector_upgrade.left() and time.monotonic() < deadline:  # noqa: ASYNC110 (SQLite state)
+            await asyncio.sleep(0.2)
+        assert await manager.vector_upgrade.left() == 0
+        assert manager.vector_upgrade.upgraded == len(before)
+        found = await manager.retrieve("what colour is the cello case?", k=1)
+        assert found[0].memory.content == TURNS[2][1]
+
+
+async def test_a_vector_changed_while_the_new_one_was_made_keeps_the_change(tmp_path: Path, embedder: Embedder) -> None:
+    before = await made_int8(tmp_path / "store")
+    memory_id = before[TURNS[3][1]][3]
+    quiet = store_config(tmp_path / "store", upgrade_delay="PT1H")
+    async with MemoryManager.open(quiet, embedder=embedder) as manager:
+        found = await manager.records.vectors_made_by(INT8, 100)
+        assert len(found) == len(before)
+        await manager.update(memory_id, "Tom: I bought a flat near the river.", expected_revision=1)
+        rows = [(source.memory_id, read, np.ones(384, dtype="<f4").tobytes()) for source, read in found]
+        replaced = await manager.records.replace_vectors(rows, model=FLOAT32, now=T0)
+        assert replaced == len(before) - 1  # every one but the memory revised meanwhile
+        revised = (await stored(manager))["Tom: I bought a flat near the river."]
+        expected = (await embedder.embed(["Tom: I bought a flat near the river."]))[0]
+        assert revised[1] == FLOAT32 and revised[2] == 2
+        assert float(revised[0] @ expected) > 0.99  # the update's own vector, not the stale batch's
+
+
+async def test_disabled_or_storing_int8_the_upgrade_leaves_the_vectors(tmp_path: Path, embedder: Embedder) -> None:
+    before = await made_int8(tmp_path / "store")
+    async with MemoryManager.open(store_config(tmp_path / "store", upgrade_vectors="false"), embedder=embedder) as m:
+        assert m.vector_upgrade.stale is None
+        assert await m.vector_upgrade.catch_up() == 0 and await m.vector_upgrade.left() == 0
+        assert {model for _, model, _, _ in (await stored(m)).values()} == {INT8}
+    assert len(before) > 0
+
+
+def test_ingest_stores_int8_vectors_and_says_they_are_upgraded_later(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = tmp_path / "history.jsonl"
+    history.write_text(
+        "\n".join(
+            f'{{"session_id": "{session}", "turn_number": {n}, "content": "{text}"}}'
+            for n, (session, text) in enumerate(TURNS[:5])
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    data_dir = tmp_path / "store"
+    code = main(["--data-dir", str(data_dir), "ingest", str(history)])
+    out = capsys.readouterr().out
+    assert code == 0 and "ingested 5 turns" in out and "embedded by the int8 model, made again in float32" in out, out
+
+    async def models() -> set[str]:
+        config = store_config(data_dir, upgrade_delay="PT1H")
+        async with MemoryManager.open(config) as manager:
+            return {model for _, model, _, _ in (await stored(manager)).values()}
+
+    assert asyncio.run(models()) == {INT8}

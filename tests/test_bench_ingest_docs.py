@@ -37,3 +37,13 @@ def test_a_percentile_is_a_share_of_the_sorted_values_and_a_share_past_one_is_re
         percentile(values, 95)  # the maximum, once, for a p95
     with pytest.raises(ValueError, match="no values"):
         percentile([], 0.5)
+
+
+def test_the_import_and_its_upgrade_are_rows_of_their_own_when_measured() -> None:
+    plain = render(_figures(2.0), Path("locomo.json"), 64)
+    assert "agent-memory ingest" not in plain and "upgrade" not in plain  # not measured: no row
+    measured = IngestFigures(4, 1.0, 2.0, 1.0, 2.0, 100, 2.0, 0.5, "always", "", None, 0.5, 60, 0.25)
+    text = render(measured, Path("locomo.json"), 64)
+    assert "| the same, as `agent-memory ingest` imports (int8 documents, `embedding.import_precision`) " in text
+    assert "| 200 turns/s | >= 300 turns/s |" in text  # 100 turns in 0.5 s, against the same goal
+    assert "| then the upgrade to float32 while idle, on the next open (60 memories) | 240 memories/s | |" in text

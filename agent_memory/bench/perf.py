@@ -20,7 +20,7 @@ from pathlib import Path
 
 from agent_memory.bench.ceiling import EmbeddingCeiling, measure_ceiling
 from agent_memory.bench.datasets import READERS
-from agent_memory.config import LLMConfig, load_config
+from agent_memory.config import Config, LLMConfig, load_config
 from agent_memory.engines import make_embedder
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
@@ -43,6 +43,9 @@ class IngestFigures:
     fsync: str
     llm: str = ""
     ceiling: EmbeddingCeiling | None = None
+    import_seconds: float = 0.0  # the same bulk run with embedding.import_precision, as `agent-memory ingest` does
+    upgraded: int = 0  # then the vectors the upgrade made again in float32, on the store's next open
+    upgrade_seconds: float = 0.0
 
     @property
     def bulk_rate(self) -> float:
@@ -80,14 +83,15 @@ async def measure(
                     paced.append(elapsed)
                     await manager.flush()  # paced, as a conversation is: the projector is idle when a turn comes
         config = load_config(environ={}, data_dir=bulk, journal__fsync=fsync).model_copy(update={"llm": llm})
+        seconds, saved = await _bulk(config, turns, batch)
+    with tempfile.TemporaryDirectory() as imported:  # as `agent-memory ingest` imports, then the upgrade
+        config = load_config(environ={}, data_dir=imported, journal__fsync=fsync).model_copy(update={"llm": llm})
+        import_seconds, _ = await _bulk(config.for_import(), turns, batch)
         async with MemoryManager.open(config) as manager:
             started = time.perf_counter()
-            saved = 0
-            iterator = iter(turns)
-            while chunk := list(islice(iterator, batch)):
-                saved += sum(r.saved for r in await manager.process_turns(chunk))
+            upgraded = await manager.vector_upgrade.catch_up()
             await manager.flush()
-            seconds = time.perf_counter() - started
+            upgrade_seconds = time.perf_counter() - started
     ceiling = None
     if not llm.model:  # what the model alone allows, beside what the whole pipeline did
         embedder = make_embedder(config)
@@ -108,7 +112,22 @@ async def measure(
         fsync,
         llm.model,
         ceiling,
+        import_seconds,
+        upgraded,
+        upgrade_seconds,
     )
+
+
+async def _bulk(config: Config, turns: list[TurnInput], batch: int) -> tuple[float, int]:
+    """Every turn through process_turns in batches, projections included: (seconds, turns kept)."""
+    async with MemoryManager.open(config) as manager:
+        started = time.perf_counter()
+        saved = 0
+        iterator = iter(turns)
+        while chunk := list(islice(iterator, batch)):
+            saved += sum(r.saved for r in await manager.process_turns(chunk))
+        await manager.flush()
+        return time.perf_counter() - started, saved
 
 
 def markers(data_format: str, *, llm: bool) -> tuple[str, str]:
@@ -141,11 +160,25 @@ def render(figures: IngestFigures, data: Path, batch: int, data_format: str = "l
             f"| {figures.paced_p50_ms:.1f} / {figures.paced_p95_ms:.1f} ms | |",
             f"| bulk process_turns, batches of {batch} ({figures.bulk_turns} turns, projections included) "
             f"| {figures.bulk_rate:.0f} turns/s |{bulk}|",
+            *_import_rows(figures, batch, bulk),
             f"| share of turns kept as memories | {figures.saved_share:.2f} | |",
             *_ceiling_rows(figures.ceiling),
             end,
         ]
     )
+
+
+def _import_rows(figures: IngestFigures, batch: int, goal: str) -> list[str]:
+    if not figures.import_seconds:
+        return []
+    rate = figures.bulk_turns / figures.import_seconds
+    upgrade = figures.upgraded / figures.upgrade_seconds if figures.upgrade_seconds else 0.0
+    return [
+        f"| the same, as `agent-memory ingest` imports (int8 documents, `embedding.import_precision`) "
+        f"| {rate:.0f} turns/s |{goal}|",
+        f"| then the upgrade to float32 while idle, on the next open ({figures.upgraded} memories) "
+        f"| {upgrade:.0f} memories/s | |",
+    ]
 
 
 def _ceiling_rows(ceiling: EmbeddingCeiling | None) -> list[str]:

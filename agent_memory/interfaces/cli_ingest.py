@@ -67,7 +67,7 @@ async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     count = await asyncio.to_thread(check_input, config, args)
     tally, started = Tally(), time.perf_counter()
     resume = not getattr(args, "no_resume", False)
-    async with open_store(importing(config)) as store:
+    async with open_store(config.for_import()) as store:
         local = isinstance(store, LocalStore)
         with Progress(count, sys.stderr) as progress:
             turns = input_turns(args)
@@ -81,17 +81,6 @@ async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
                 progress.update(len(batch), tally)
     sys.stdout.write(summary(tally, config, time.perf_counter() - started, upgraded_later=local) + "\n")
     return 0
-
-
-def importing(config: Config) -> Config:
-    """`config` with what is stored embedded by `embedding.import_precision`, for the store opened here (a daemon
-    embeds with its own): an int8 import finishes sooner, and the vector upgrade makes those vectors again in
-    float32 once the store is opened with float32 documents and idle (vector_upgrade.py)."""
-    embedding = config.embedding
-    if embedding.backend != "onnx" or embedding.import_precision == embedding.document_precision:
-        return config
-    precision = embedding.model_copy(update={"document_precision": embedding.import_precision})
-    return config.model_copy(update={"embedding": precision})
 
 
 async def _ingest_batch(store: Store, batch: list[TurnInput], tally: Tally, *, resume: bool) -> None:
@@ -132,11 +121,11 @@ async def _stored(store: LocalStore, turn: TurnInput) -> bool:
 
 
 def summary(tally: Tally, config: Config, seconds: float, *, upgraded_later: bool = False) -> str:
-    """The closing line. `upgraded_later`: the store was opened here, so `importing` chose its document model."""
+    """The closing line. `upgraded_later`: the store was opened here, so `for_import` chose its document model."""
     line = f"ingested {tally.written} turns, {tally.saved} kept as memories, into {config.data_dir}"
     notes = []
     embedding = config.embedding
-    if upgraded_later and tally.saved and importing(config) is not config:
+    if upgraded_later and tally.saved and config.for_import() is not config:
         later = "made again in float32 while the store is idle" if embedding.upgrade_vectors else "left as they are"
         notes.append(f"embedded by the {embedding.import_precision} model, {later}")
     if tally.skipped:

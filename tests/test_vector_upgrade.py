@@ -6,6 +6,8 @@ SQLite and Qdrant Edge in temporary directories."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -149,7 +151,7 @@ async def test_disabled_or_storing_int8_the_upgrade_leaves_the_vectors(tmp_path:
     assert len(before) > 0
 
 
-def test_ingest_stores_int8_vectors_and_says_they_are_upgraded_later(
+def test_ingest_stores_int8_vectors_and_the_upgrade_job_makes_them_float32(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     history = tmp_path / "history.jsonl"
@@ -172,3 +174,8 @@ def test_ingest_stores_int8_vectors_and_says_they_are_upgraded_later(
             return {model for _, model, _, _ in (await stored(manager)).values()}
 
     assert asyncio.run(models()) == {INT8}
+    assert main(["--data-dir", str(data_dir), "upgrade", "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)["counts"]
+    kept = int(re.search(r"ingested 5 turns, (\d+) kept as memories", out).group(1))  # type: ignore[union-attr]
+    assert counts == {"upgraded": kept, "left": 0} and kept > 0
+    assert asyncio.run(models()) == {FLOAT32}

@@ -378,6 +378,7 @@ COMMANDS = {
     "dream": cmd_job,
     "index": cmd_job,
     "neighbours": cmd_job,
+    "upgrade": cmd_job,
     "compact": cmd_job,
     "digest": cmd_job,
     "compress": cmd_job,

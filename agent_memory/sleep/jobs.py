@@ -40,10 +40,17 @@ JOBS: dict[str, Job] = {
     "dream": run_dream,
     "index": run_index,
     "neighbours": lambda m, now: m.context_vectors.catch_up(),
+    "upgrade": lambda m, now: _upgrade(m),
     "forget": run_forgetting,
     "compress": run_compress,
     "export": lambda m, now, out, labelled_only=True: export_policy(m.records, out, labelled_only=labelled_only),
 }
+
+
+async def _upgrade(manager: MemoryManager) -> dict[str, Any]:
+    """The vector upgrade, all of it now (vector_upgrade.py): what the int8 document model stored, made again."""
+    upgraded = await manager.vector_upgrade.catch_up()
+    return {"upgraded": upgraded, "left": await manager.vector_upgrade.left()}
 
 
 async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = None, **options: Any) -> JobRun:

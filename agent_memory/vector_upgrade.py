@@ -8,9 +8,9 @@ model, this component embeds those memories again, as the write path would have 
 a short turn with the turn before it), and replaces each vector in place with the outbox row that carries it to
 Qdrant, in one transaction a batch. Nothing else changes: not the memory's revision, words or links.
 
-It runs off the write path, as the context vectors do: a background task that takes a batch of
-`embedding.upgrade_batch` only when no write was committed for `embedding.upgrade_delay`, and `catch_up()` for a
-caller that wants every vector now. A memory revised or re-embedded by an erase while its new vector was made
+It runs off the write path, as the context vectors do: a background task that starts once no write was committed
+for `embedding.upgrade_delay` and then takes batches of `embedding.upgrade_batch` back to back until another
+write is committed, and `catch_up()` for a caller that wants every vector now. A memory revised or re-embedded by an erase while its new vector was made
 keeps what it has (`replace_vectors` replaces only the vector it read), and is taken again by a later batch.
 """
 
@@ -94,8 +94,9 @@ class VectorUpgrade:
                 return done
 
     async def _run(self) -> None:
-        """Every `upgrade_delay`, when nothing was committed during it and something was since the last look found
-        nothing to do, upgrade one batch."""
+        """Once no write was committed for `upgrade_delay` (and something was since the last look found nothing
+        to do), batches back to back until someone else commits or nothing is left: a question waits on the model
+        thread for one batch at most, and its retrieval records, committed a second later, pause the upgrade."""
         pause = self._config.upgrade_delay.total_seconds()
         settled = -1  # records.commits when nothing was last found to do, or a batch last failed
         while True:
@@ -103,17 +104,29 @@ class VectorUpgrade:
             await asyncio.sleep(pause)
             if self._records.commits != seen or seen == settled:  # someone is writing, or nothing new since
                 continue
+            settled = await self._while_idle()
+
+    async def _while_idle(self) -> int:
+        """Batches while only they commit. Returns records.commits if the upgrade is done or a batch failed (wait
+        for the next write), else -1."""
+        upgraded = 0
+        while True:
             try:
-                _, found = await self._batch(self._config.upgrade_batch)
+                replaced, found = await self._batch(self._config.upgrade_batch)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a log record that cannot be read, an engine gone: doctor reports those
                 log.exception("vector upgrade: a batch failed; trying again after the next write")
-                settled = seen
-                continue
+                return self._records.commits
+            upgraded += replaced
             if not found:
-                settled = seen
-                log.info("vector upgrade: every stored vector is %s's", self._embedder.name)
+                if upgraded:
+                    log.info("vector upgrade: every stored vector is now %s's", self._embedder.name)
+                return self._records.commits
+            mine = self._records.commits
+            await asyncio.sleep(0)  # let a waiting write or question start before the next batch
+            if self._records.commits != mine:
+                return -1
 
     async def _batch(self, size: int) -> tuple[int, int]:
         """Upgrade the oldest `size` stale vectors: (replaced, found)."""

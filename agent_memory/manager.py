@@ -230,10 +230,16 @@ class MemoryManager(ReadPath):
         self.context_vectors = ContextVectors(
             records, self.journal, self.embedder, config.embedding, clock=clock, notify=notify
         )
-        self.vector_upgrade = VectorUpgrade(
-            records, self.journal, self.embedder, config.embedding, clock=clock, notify=notify
-        )
         self.retrieval_log = RetrievalLog(records, self.embedder.embed_query, delay=config.retrieval.record_delay)
+        self.vector_upgrade = VectorUpgrade(
+            records,
+            self.journal,
+            self.embedder,
+            config.embedding,
+            clock=clock,
+            notify=notify,
+            activity=lambda: records.commits + self.retrieval_log.added,  # it yields to writes and to questions
+        )
         self._reader = Recall(
             records=records,
             vectors=self.vectors,

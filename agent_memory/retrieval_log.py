@@ -84,6 +84,7 @@ class RetrievalLog:
         self._tokens = itertools.count()
         self._write: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self.added = 0  # retrievals recorded since open: background work that yields to questions watches it
 
     async def open(self) -> None:
         self._next = await self._records.last_retrieval_batch() + 1
@@ -95,6 +96,7 @@ class RetrievalLog:
     def add(self, record: RetrievalRecord) -> None:
         """Hold `record` for the next write, and schedule that write."""
         self._pending.append(record)
+        self.added += 1
         _count(self._accessed, record)
         if len(self._pending) >= self._batch:
             self._start()

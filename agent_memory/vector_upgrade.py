@@ -9,8 +9,9 @@ a short turn with the turn before it), and replaces each vector in place with th
 Qdrant, in one transaction a batch. Nothing else changes: not the memory's revision, words or links.
 
 It runs off the write path, as the context vectors do: a background task that starts once no write was committed
-for `embedding.upgrade_delay` and then takes batches of `embedding.upgrade_batch` back to back until another
-write is committed, and `catch_up()` for a caller that wants every vector now. A memory revised or re-embedded by an erase while its new vector was made
+and no question asked for `embedding.upgrade_delay`, then takes batches of `embedding.upgrade_batch` back to back
+until someone writes or asks (a question waits on the model thread for one batch at most), and `catch_up()` for a
+caller that wants every vector now. A memory revised or re-embedded by an erase while its new vector was made
 keeps what it has (`replace_vectors` replaces only the vector it read), and is taken again by a later batch.
 """
 
@@ -47,10 +48,15 @@ class VectorUpgrade:
         *,
         clock: Callable[[], datetime],
         notify: Callable[[], None],
+        activity: Callable[[], int] | None = None,
     ) -> None:
-        """`notify` wakes the projector after a batch is stored (its outbox rows carry the vectors to Qdrant)."""
+        """`notify` wakes the projector after a batch is stored (its outbox rows carry the vectors to Qdrant).
+        `activity` is a count that grows with every write and every question (the manager adds the retrievals
+        recorded to records.commits); the background task runs only while it stands still but for its own
+        batches. Without it, writes alone count."""
         self._records, self._journal, self._embedder = records, journal, embedder
         self._config, self._clock, self._notify = config, clock, notify
+        self._activity = activity or (lambda: records.commits)
         self._lock = asyncio.Lock()  # one batch at a time, the background task's or a caller's
         self._task: asyncio.Task[None] | None = None
         self.upgraded = 0
@@ -94,20 +100,20 @@ class VectorUpgrade:
                 return done
 
     async def _run(self) -> None:
-        """Once no write was committed for `upgrade_delay` (and something was since the last look found nothing
-        to do), batches back to back until someone else commits or nothing is left: a question waits on the model
-        thread for one batch at most, and its retrieval records, committed a second later, pause the upgrade."""
+        """Once no write was committed and no question asked for `upgrade_delay` (and something was written since
+        the last look found nothing to do), batches back to back until someone writes or asks, or nothing is left:
+        a question waits on the model thread for one batch at most, and pauses the upgrade."""
         pause = self._config.upgrade_delay.total_seconds()
-        settled = -1  # records.commits when nothing was last found to do, or a batch last failed
+        settled = -1  # activity when nothing was last found to do, or a batch last failed
         while True:
-            seen = self._records.commits
+            seen = self._activity()
             await asyncio.sleep(pause)
-            if self._records.commits != seen or seen == settled:  # someone is writing, or nothing new since
+            if self._activity() != seen or seen == settled:  # someone is busy, or nothing new since
                 continue
             settled = await self._while_idle()
 
     async def _while_idle(self) -> int:
-        """Batches while only they commit. Returns records.commits if the upgrade is done or a batch failed (wait
+        """Batches while only they commit. Returns the activity count if the upgrade is done or a batch failed (wait
         for the next write), else -1."""
         upgraded = 0
         while True:
@@ -117,15 +123,15 @@ class VectorUpgrade:
                 raise
             except Exception:  # a log record that cannot be read, an engine gone: doctor reports those
                 log.exception("vector upgrade: a batch failed; trying again after the next write")
-                return self._records.commits
+                return self._activity()
             upgraded += replaced
             if not found:
                 if upgraded:
                     log.info("vector upgrade: every stored vector is now %s's", self._embedder.name)
-                return self._records.commits
-            mine = self._records.commits
+                return self._activity()
+            mine = self._activity()
             await asyncio.sleep(0)  # let a waiting write or question start before the next batch
-            if self._records.commits != mine:
+            if self._activity() != mine:
                 return -1
 
     async def _batch(self, size: int) -> tuple[int, int]:

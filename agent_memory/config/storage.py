@@ -40,15 +40,15 @@ class EmbeddingConfig(Section):
     and the vector upgrade makes those vectors again in float32 once the store is opened with float32 documents
     and idle (`upgrade_vectors`). Through a running daemon, the daemon's `document_precision` embeds."""
     upgrade_vectors: bool = True
-    """Make the int8 document model's vectors again with the float32 model, in place, while no write is committed
-    (vector_upgrade.py), when what is stored is float32 (`document_precision`): an int8 import's, and those of a
+    """Make the int8 document model's vectors again with the float32 model, in place, while the store is idle (no
+    write committed, no question asked; vector_upgrade.py), when what is stored is float32 (`document_precision`): an int8 import's, and those of a
     store made while int8 was the default (2026-12-03 to 12-05). False leaves them as they are."""
     upgrade_batch: int = Field(default=8, ge=1)
     """Vectors the upgrade makes at a time, one transaction each; a question's embedding waits on the same model
     thread for one batch at most (8 LongMemEval-sized turns, with the turns before them, are about 0.2 s here)."""
     upgrade_delay: timedelta = timedelta(seconds=2)
-    """How long no write must have been committed before the upgrade starts; it then goes on, batch after batch,
-    until another write is committed (a question's retrieval records are one)."""
+    """How long no write may be committed and no question asked before the upgrade starts; it then goes on, batch
+    after batch, until someone writes or asks."""
     cache_dir: str = ""
     """Where the ONNX export is cached; empty means $XDG_CACHE_HOME/agent-memory (~/.cache/agent-memory)."""
     model_path: str = ""

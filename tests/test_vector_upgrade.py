@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from datetime import UTC, datetime
@@ -85,12 +86,20 @@ async def nearest(manager: MemoryManager, vector: np.ndarray) -> tuple[str, floa
 
 
 async def test_an_int8_store_is_made_again_as_the_float32_write_path_makes_it(
-    tmp_path: Path, embedder: Embedder, float32_made: dict[str, tuple[np.ndarray, str, int, str]]
+    tmp_path: Path,
+    embedder: Embedder,
+    float32_made: dict[str, tuple[np.ndarray, str, int, str]],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     before = await made_int8(tmp_path / "store")
     assert {model for _, model, _, _ in before.values()} == {INT8}
     assert len(before) == len(float32_made) > len(TURNS)  # the long turn's chunks, and the note
     quiet = store_config(tmp_path / "store", upgrade_delay="PT1H")  # the background task never takes a batch
+    with caplog.at_level(logging.INFO, logger="agent_memory.engines"):
+        async with MemoryManager.open(quiet, embedder=embedder):
+            pass
+    said = [r.getMessage() for r in caplog.records if r.name == "agent_memory.engines"]
+    assert len(said) == 1 and INT8 in said[0] and "made again with it while" in said[0], said
     async with MemoryManager.open(quiet, embedder=embedder) as manager:
         upgrade = manager.vector_upgrade
         assert upgrade.stale == INT8 and await upgrade.left() == len(before)
@@ -123,6 +132,22 @@ async def test_the_background_task_upgrades_while_no_one_writes(tmp_path: Path, 
         assert manager.vector_upgrade.upgraded == len(before)
         found = await manager.retrieve("what colour is the cello case?", k=1)
         assert found[0].memory.content == TURNS[2][1]
+
+
+async def test_questions_pause_the_background_task(tmp_path: Path, embedder: Embedder) -> None:
+    """A question waits on the model thread behind a batch, so the upgrade starts only when no one asks either."""
+    before = await made_int8(tmp_path / "store")
+    eager = store_config(tmp_path / "store", upgrade_delay="PT0.5S", upgrade_batch="1")
+    async with MemoryManager.open(eager, embedder=embedder) as manager:
+        asked_until = time.monotonic() + 2.0
+        while time.monotonic() < asked_until:  # a question every 50 ms: never 0.5 s without one
+            await manager.retrieve("who went running on the beach?", k=1)
+            await asyncio.sleep(0.05)
+        assert manager.vector_upgrade.upgraded == 0 and await manager.vector_upgrade.left() == len(before)
+        deadline = time.monotonic() + 60
+        while await manager.vector_upgrade.left() and time.monotonic() < deadline:  # noqa: ASYNC110 (SQLite state)
+            await asyncio.sleep(0.2)
+        assert manager.vector_upgrade.upgraded == len(before)
 
 
 async def test_a_vector_changed_while_the_new_one_was_made_keeps_the_change(tmp_path: Path, embedder: Embedder) -> None:

@@ -22,6 +22,7 @@ from agent_memory.engines import make_embedder
 from agent_memory.interfaces.cli import main
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
+from agent_memory.reembed import embed_as_written
 from agent_memory.storage.outbox import TEXT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,6 +166,33 @@ async def test_a_vector_changed_while_the_new_one_was_made_keeps_the_change(tmp_
         expected = (await embedder.embed(["Tom: I bought a flat near the river."]))[0]
         assert revised[1] == FLOAT32 and revised[2] == 2
         assert float(revised[0] @ expected) > 0.99  # the update's own vector, not the stale batch's
+
+
+async def test_a_vector_an_erase_made_again_is_not_overwritten_from_before_the_erase(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """The turn after an erased one was embedded with it; the erase makes that vector again without it. A new vector
+    made from the store as it was before the erase must not bring the erased words back."""
+    before = await made_int8(tmp_path / "store")
+    erased, follower = before[TURNS[0][1]][3], before[TURNS[1][1]][3]
+    quiet = store_config(tmp_path / "store", upgrade_delay="PT1H")
+    async with MemoryManager.open(quiet, embedder=embedder) as manager:
+        found = await manager.records.vectors_made_by(INT8, 100)
+        made = await embed_as_written(
+            [source for source, _ in found], journal=manager.journal, embed=embedder.embed, settings=quiet.embedding
+        )
+        await manager.erase(reason="test", memory_ids=[erased])
+        rows = [(s.memory_id, read, v.astype("<f4").tobytes()) for (s, read), v in zip(found, made, strict=True)]
+        replaced = await manager.records.replace_vectors(rows, model=FLOAT32, now=T0)
+        assert replaced == len(found) - 2  # not the erased memory, nor the one its erase embedded again
+        left = (await stored(manager))[TURNS[1][1]]
+        assert left[3] == follower and left[1] == INT8  # the erase's vector, still to be upgraded
+        stale = {s.memory_id: v for (s, _), v in zip(found, made, strict=True)}[follower]
+        assert not np.allclose(left[0], stale, atol=1e-4)  # not the one made with the erased turn's words
+        assert await manager.vector_upgrade.catch_up() == 1
+        upgraded = (await stored(manager))[TURNS[1][1]]
+        alone = (await embedder.embed([TURNS[1][1]]))[0]  # the session's first turn now: embedded alone
+        assert upgraded[1] == FLOAT32 and np.allclose(upgraded[0], alone, atol=1e-5)
 
 
 async def test_disabled_or_storing_int8_the_upgrade_leaves_the_vectors(tmp_path: Path, embedder: Embedder) -> None:

@@ -110,9 +110,11 @@ async def test_an_int8_store_is_made_again_as_the_float32_write_path_makes_it(
         assert memory_id == was[3] and score == pytest.approx(float(target @ was[0]), abs=1e-5)
         assert float(target @ was[0]) < 0.9999  # int8's vector, not float32's
 
+        assert (await manager.stats())["vectors_to_upgrade"] == len(before)
         totals: list[int] = []
         assert await upgrade.catch_up(totals.append) == len(before)
         assert await upgrade.left() == 0 and totals[-1] == len(before)
+        assert (await manager.stats())["vectors_to_upgrade"] == 0
         after = await stored(manager)
         memory_id, score = await nearest(manager, target)  # Qdrant holds the new vector too
         assert memory_id == was[3] and score > 0.9999

@@ -103,6 +103,17 @@ def make_embedder(config: Config) -> Embedder:
     )
 
 
+def import_embedder(embedder: Embedder, config: Config) -> Embedder:
+    """What a bulk import (`process_turns(..., bulk=True)`: `agent-memory ingest`) embeds what it stores with: the
+    ONNX model's int8 document pass when `embedding.import_precision` is "int8", whose vectors the vector upgrade
+    makes again in float32 while the store is idle (vector_upgrade.py); else `embedder` itself."""
+    importer = getattr(embedder, "importer", None)
+    if config.embedding.import_precision != "int8" or importer is None:
+        return embedder
+    made: Embedder = importer()
+    return made
+
+
 async def open_projection(path: Path, opener: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
     """Open a projection; when it cannot open (a crash left it unreadable), set it aside and start it afresh.
 

@@ -21,7 +21,14 @@ from agent_memory.config import Config
 from agent_memory.context_vectors import ContextVectors
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
-from agent_memory.engines import check_vector_size, make_embedder, open_projection, open_vectors, warn_other_model
+from agent_memory.engines import (
+    check_vector_size,
+    import_embedder,
+    make_embedder,
+    open_projection,
+    open_vectors,
+    warn_other_model,
+)
 from agent_memory.eraser import ErasePlan, Eraser, EraseResult
 from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, MemoryErased, MemoryNotFound, TurnNotFound
 from agent_memory.fact_extractors import make_fact_extractor
@@ -226,6 +233,7 @@ class MemoryManager(ReadPath):
             decider=self.save_decider,
             notify=notify,
             clock=clock,
+            importer=import_embedder(self.embedder, config),
         )
         self.context_vectors = ContextVectors(
             records, self.journal, self.embedder, config.embedding, clock=clock, notify=notify
@@ -329,12 +337,17 @@ class MemoryManager(ReadPath):
         turn = TurnInput(session_id, turn_number, content, role, emotional_context, at, namespace, images or ())
         return (await self.process_turns([turn]))[0]
 
-    async def process_turns(self, turns: Sequence[TurnInput | Mapping[str, Any]]) -> list[TurnResult]:
+    async def process_turns(
+        self, turns: Sequence[TurnInput | Mapping[str, Any]], *, bulk: bool = False
+    ) -> list[TurnResult]:
         """Bulk ingest: one log fsync, one embedding batch and one SQLite transaction for the lot.
 
         Every turn is validated first; one bad turn rejects the batch and nothing is written. A turn over
         `max_content_bytes`, up to the hard cap `max_turn_bytes`, is logged whole and remembered in chunks, each a
-        memory of its own (long_turns.py); its result's `chunk_memory_ids` names them.
+        memory of its own (long_turns.py); its result's `chunk_memory_ids` names them. `bulk` marks an import (a
+        history brought in, not a conversation under way): what it keeps is embedded by
+        `embedding.import_precision` (int8: about 1.5x the turns a second), and the vector upgrade makes those
+        vectors again in float32 while the store is idle (vector_upgrade.py).
         """
         self._check_open()
         now = self.clock()
@@ -358,7 +371,7 @@ class MemoryManager(ReadPath):
                 )
                 for (t, role), shared in zip(checked, images, strict=True)
             ]
-            embedding = self.write_path.start_embedding(records)
+            embedding = self.write_path.start_embedding(records, bulk=bulk)
             try:
                 await self._recorded(gaps_only=True)  # a waiting retrieval record may open a gap the decision reads
                 await self.images.store(images)
@@ -367,7 +380,7 @@ class MemoryManager(ReadPath):
                 embedding.cancel()
                 raise
             try:
-                results = await self.write_path.commit(records, positions, images, embedding)
+                results = await self.write_path.commit(records, positions, images, embedding, bulk=bulk)
             except BaseException:
                 self.recovery.orphaned(records, positions)  # logged, not indexed: sent again, they are adopted
                 raise

@@ -66,9 +66,13 @@ class WritePath:
         decider: SaveDecider,
         notify: Callable[[], None],
         clock: Callable[[], datetime],
+        importer: Embedder | None = None,
     ) -> None:
+        """`importer` embeds a bulk import's turns (`embedding.import_precision`: the int8 document pass, whose
+        vectors the vector upgrade makes again in float32); `embedder` everything else."""
         self.config, self.records, self.journal, self.vectors = config, records, journal, vectors
         self.embedder, self.extractor, self.emotion, self.decider = embedder, extractor, emotion, decider
+        self.importer = importer or embedder
         self.notify, self.clock = notify, clock
         self.long_turns = LongTurns(
             max_bytes=config.max_content_bytes,
@@ -106,19 +110,19 @@ class WritePath:
             for text, vector in zip(wanted, await self.embedder.embed(wanted), strict=True):
                 self.prepared.put(text, vector)
 
-    def start_embedding(self, records: Sequence[LogRecord]) -> asyncio.Task[np.ndarray]:
+    def start_embedding(self, records: Sequence[LogRecord], *, bulk: bool = False) -> asyncio.Task[np.ndarray]:
         """The model's pass over the turns that are not phatic, started at once: the log append, the drafts and the
         SQLite reads of `_read_ahead` run while it works (the embedding is most of a turn's time). A text embedded
-        ahead by `prepare_turns` is taken from there instead of the model."""
+        ahead by `prepare_turns` is taken from there instead of the model. `bulk`: an import's, by `importer`."""
         texts = [r.content for r in records if not phatic(r) and not self.long_turns.is_long(r.content)]
-        return asyncio.ensure_future(self._embed_texts(texts))
+        return asyncio.ensure_future(self._embed_texts(texts, self.importer if bulk else self.embedder))
 
-    async def _embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+    async def _embed_texts(self, texts: Sequence[str], using: Embedder) -> np.ndarray:
         ready = [self.prepared.take(text) for text in texts]
         known = [vector for vector in ready if vector is not None]
         if known and len(known) == len(ready):
             return np.stack(known)
-        fresh = await self.embedder.embed([text for text, vector in zip(texts, ready, strict=True) if vector is None])
+        fresh = await using.embed([text for text, vector in zip(texts, ready, strict=True) if vector is None])
         if not known:
             return fresh
         rest = iter(fresh)
@@ -130,13 +134,17 @@ class WritePath:
         positions: Sequence[LogPosition],
         images: Sequence[Sequence[StoredImage]] = (),
         embedding: asyncio.Task[np.ndarray] | None = None,
+        *,
+        bulk: bool = False,
     ) -> list[TurnResult]:
         """Judge the turns and commit them in one transaction, with an image memory per image shared with each.
-        `embedding` is `start_embedding(records)` when the caller started it earlier. A long turn is not judged:
+        `embedding` is `start_embedding(records, bulk=bulk)` when the caller started it earlier; `bulk` embeds
+        them with `importer`. A long turn is not judged:
         its chunks are built while the others are judged (long_turns.py), committed in the same transaction."""
         now = self.clock()
         groups = images or [()] * len(records)
-        embedding = embedding or self.start_embedding(records)
+        embedding = embedding or self.start_embedding(records, bulk=bulk)
+        using = self.importer if bulk else self.embedder
         long = [i for i, r in enumerate(records) if self.long_turns.is_long(r.content)]
         short = [i for i in range(len(records)) if i not in set(long)] if long else list(range(len(records)))
         chunked = (
@@ -145,7 +153,9 @@ class WritePath:
             else None
         )
         try:
-            commits, results, drafts = await self._judged(*_rows(short, records, positions, groups), embedding, now)
+            commits, results, drafts = await self._judged(
+                *_rows(short, records, positions, groups), embedding, now, using
+            )
             built = await chunked if chunked is not None else []
         except BaseException:
             if chunked is not None:
@@ -167,6 +177,7 @@ class WritePath:
         groups: Sequence[Sequence[StoredImage]],
         embedding: asyncio.Task[np.ndarray],
         now: datetime,
+        using: Embedder,
     ) -> tuple[list[TurnCommit], list[TurnResult], list[Draft]]:
         """The commits and results of turns that are not long, judged and built, not yet committed."""
         if not records:
@@ -176,13 +187,13 @@ class WritePath:
         await self._previous_turns(drafts)
         gaps = await self._read_ahead(drafts, now)
         open_drafts = [d for d in drafts if not d.phatic]
-        for draft, vector in zip(open_drafts, await self._embed(open_drafts, await embedding), strict=True):
+        for draft, vector in zip(open_drafts, await self._embed(open_drafts, await embedding, using), strict=True):
             draft.vector = vector
         await self._gather_signals(drafts, gaps)
         decisions = await self.decider.decide(drafts)
         commits, results = [], []
         for draft, position, decision, shared in zip(drafts, positions, decisions, groups, strict=True):
-            commit = self._turn_commit(draft, position, decision, now, shared)
+            commit = self._turn_commit(draft, position, decision, now, using.name, shared)
             commits.append(commit)
             draft.kept = commit.memory is not None
             memory_id = commit.memory.memory_id if commit.memory else None
@@ -232,7 +243,7 @@ class WritePath:
                 gaps[record.namespace] = await self._open_gap_vectors(record.namespace, now)
         return gaps
 
-    async def _embed(self, drafts: Sequence[Draft], own: np.ndarray) -> np.ndarray:
+    async def _embed(self, drafts: Sequence[Draft], own: np.ndarray, using: Embedder) -> np.ndarray:
         """Each turn's vector (phatic turns are not given), from `own`, the model's vector of each turn's text
         alone. A short turn after a short one in its session gets the sum of both turns' embeddings,
         re-normalised, so "It is bright orange" is found by what "it" was. The one before is an earlier turn of
@@ -252,16 +263,20 @@ class WritePath:
         misses = list(
             dict.fromkeys(b for b, c in zip(befores, cached, strict=True) if isinstance(b, str) and c is None)
         )
-        again = dict(zip(misses, await self.embedder.embed(misses), strict=True)) if misses else {}
+        again = dict(zip(misses, await using.embed(misses), strict=True)) if misses else {}
         vectors, weight = own.copy(), self.config.embedding.previous_weight
         for row, (before, hit) in enumerate(zip(befores, cached, strict=True)):
             if before is None:
                 continue
             prior = own[before] if isinstance(before, int) else again[before] if hit is None else hit
             vectors[row] = with_previous(own[row], prior, weight)
-        self.last_vector.remember(
-            [((d.record.namespace, d.record.session_id), d.record.content, v) for d, v in zip(drafts, own, strict=True)]
-        )
+        if using is self.embedder:  # an import's int8 vectors are not summed into a later float32 turn's
+            self.last_vector.remember(
+                [
+                    ((d.record.namespace, d.record.session_id), d.record.content, v)
+                    for d, v in zip(drafts, own, strict=True)
+                ]
+            )
         return vectors
 
     def _before(self, draft: Draft, batch: Sequence[Draft], earlier: int | None) -> int | str | None:
@@ -369,6 +384,7 @@ class WritePath:
         position: LogPosition,
         decision: SaveDecision,
         now: datetime,
+        model: str,
         images: Sequence[StoredImage] = (),
     ) -> TurnCommit:
         record = draft.record
@@ -384,7 +400,7 @@ class WritePath:
             decision,
             memory,
             embedding,
-            self.embedder.name,
+            model,
             fills_gap=gap,
             images=shared,
             derive_keywords=True,

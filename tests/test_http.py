@@ -112,6 +112,28 @@ async def test_bulk_turns_come_back_in_order(client: httpx.AsyncClient) -> None:
     assert memory["content"] == turns[1]["content"] and memory["turn_number"] == 2
 
 
+async def test_a_bulk_import_is_embedded_by_the_import_model_and_says_so_in_stats(
+    client: httpx.AsyncClient, manager: MemoryManager
+) -> None:
+    """`"bulk": true` marks an import: kept as int8 vectors, counted by stats until the upgrade makes them float32."""
+    turns = [
+        {**TURN, "turn_number": n, "content": f"Import {n}: the ferry to Vigo leaves at {n + 6} am"} for n in (1, 2)
+    ]
+    assert (await client.post("/v1/turns/bulk", json={"turns": turns, "bulk": True})).status_code == 200
+    assert (await client.post("/v1/turns/bulk", json={"turns": [{**TURN, "turn_number": 3}]})).status_code == 200
+    assert (await client.get("/v1/stats")).json()["vectors_to_upgrade"] == 2
+    models = await manager.records._fetch("SELECT turn_number, embedding_model FROM memories ORDER BY turn_number")
+    assert [tuple(r) for r in models] == [
+        (1, "all-MiniLM-L6-v2-int8"),
+        (2, "all-MiniLM-L6-v2-int8"),
+        (3, "all-MiniLM-L6-v2"),
+    ]
+    response = await client.post("/v1/turns/bulk", json={"turns": [{**TURN, "turn_number": 4}], "bulk": "yes please"})
+    assert response.status_code == 422 and "bulk" in response.text  # a flag, not any string
+    assert (await manager.vector_upgrade.catch_up()) == 2
+    assert (await client.get("/v1/stats")).json()["vectors_to_upgrade"] == 0
+
+
 async def test_one_bad_turn_rejects_the_bulk_and_nothing_is_written(client: httpx.AsyncClient) -> None:
     response = await client.post("/v1/turns/bulk", json={"turns": [TURN, {**TURN, "turn_number": 2, "content": " "}]})
     assert response.status_code == 400 and error_code(response) == "empty_content"

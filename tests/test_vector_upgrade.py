@@ -124,6 +124,21 @@ async def test_an_int8_store_is_made_again_as_the_float32_write_path_makes_it(
         assert not np.allclose(vector, before[text][0], atol=1e-4), text
 
 
+async def test_a_bulk_import_stores_what_the_int8_document_model_stores(tmp_path: Path, embedder: Embedder) -> None:
+    """`process_turns(..., bulk=True)` embeds with the int8 document pass of the shipped model: the vectors of a
+    store made with `document_precision = "int8"`, named alike; a turn without `bulk` is float32's."""
+    int8_made = await made_int8(tmp_path / "int8")
+    async with MemoryManager.open(store_config(tmp_path / "store", upgrade_delay="PT1H"), embedder=embedder) as m:
+        await m.process_turns(turns(), bulk=True)
+        await m.process_turns([TurnInput("s3", 0, "Tom: The ferry to Vigo leaves at seven.", at=T0)])
+        imported = await stored(m)
+    for text, (vector, model, _, _) in imported.items():
+        if text.startswith("Tom: The ferry"):
+            assert model == FLOAT32
+        elif text in dict(TURNS).values():  # the long turn's chunks are embedded by the chunker, in float32
+            assert model == INT8 and np.allclose(vector, int8_made[text][0], atol=1e-6), text
+
+
 async def test_the_background_task_upgrades_while_no_one_writes(tmp_path: Path, embedder: Embedder) -> None:
     before = await made_int8(tmp_path / "store")
     eager = store_config(tmp_path / "store", upgrade_delay="PT0.2S", upgrade_batch="2")

@@ -86,7 +86,7 @@ async def measure(
         seconds, saved = await _bulk(config, turns, batch)
     with tempfile.TemporaryDirectory() as imported:  # as `agent-memory ingest` imports, then the upgrade
         config = load_config(environ={}, data_dir=imported, journal__fsync=fsync).model_copy(update={"llm": llm})
-        import_seconds, _ = await _bulk(config.for_import(), turns, batch)
+        import_seconds, _ = await _bulk(config, turns, batch, bulk=True)
         async with MemoryManager.open(config) as manager:
             started = time.perf_counter()
             upgraded = await manager.vector_upgrade.catch_up()
@@ -118,14 +118,15 @@ async def measure(
     )
 
 
-async def _bulk(config: Config, turns: list[TurnInput], batch: int) -> tuple[float, int]:
-    """Every turn through process_turns in batches, projections included: (seconds, turns kept)."""
+async def _bulk(config: Config, turns: list[TurnInput], batch: int, *, bulk: bool = False) -> tuple[float, int]:
+    """Every turn through process_turns in batches, projections included: (seconds, turns kept). `bulk`: as an
+    import (`agent-memory ingest`), embedded by `embedding.import_precision`."""
     async with MemoryManager.open(config) as manager:
         started = time.perf_counter()
         saved = 0
         iterator = iter(turns)
         while chunk := list(islice(iterator, batch)):
-            saved += sum(r.saved for r in await manager.process_turns(chunk))
+            saved += sum(r.saved for r in await manager.process_turns(chunk, bulk=bulk))
         await manager.flush()
         return time.perf_counter() - started, saved
 

@@ -115,18 +115,6 @@ class Config(Section):
             return Path(self.embedding.cache_dir).expanduser()
         return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agent-memory"
 
-    def for_import(self) -> Config:
-        """This config with what is stored embedded by `embedding.import_precision`, for a bulk import into a store
-        opened by the importer (`agent-memory ingest`): an int8 import finishes sooner, and the vector upgrade makes
-        those vectors again in float32 once the store is opened with float32 documents and idle (vector_upgrade.py).
-        Itself when the two precisions agree or the backend is not ONNX."""
-        embedding = self.embedding
-        if embedding.backend != "onnx" or embedding.import_precision == embedding.document_precision:
-            return self
-        return self.model_copy(
-            update={"embedding": embedding.model_copy(update={"document_precision": embedding.import_precision})}
-        )
-
     @property
     def outbox_retry_delay(self) -> timedelta:
         return timedelta(seconds=1)

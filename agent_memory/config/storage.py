@@ -35,10 +35,11 @@ class EmbeddingConfig(Section):
     (+0.0003). Stored vectors name their model (`all-MiniLM-L6-v2` or `all-MiniLM-L6-v2-int8`); a store that holds
     both is searched by the same question vector."""
     import_precision: Literal["int8", "float32"] = "int8"
-    """The document model `agent-memory ingest` embeds with when it opens the store itself (no daemon running):
-    'int8' imports about 1.3x the turns a second here (LoCoMo dev, projections included: 122-147 against 100-106),
-    and the vector upgrade makes those vectors again in float32 once the store is opened with float32 documents
-    and idle (`upgrade_vectors`). Through a running daemon, the daemon's `document_precision` embeds."""
+    """What an import keeps is embedded with (`agent-memory ingest`, locally or through the daemon;
+    `process_turns(..., bulk=True)`; `POST /v1/turns/bulk` with `"bulk": true`): 'int8', the ONNX model's int8
+    document pass, imports about 1.5x the turns a second here (LoCoMo dev, projections included: 162 against 107),
+    and the vector upgrade makes those vectors again in float32 while the store is idle (`upgrade_vectors`);
+    'float32' embeds an import as any other turn. The daemon's own setting applies to what it takes."""
     upgrade_vectors: bool = True
     """Make the int8 document model's vectors again with the float32 model, in place, while the store is idle (no
     write committed, no question asked; vector_upgrade.py), when what is stored is float32 (`document_precision`): an int8 import's, and those of a

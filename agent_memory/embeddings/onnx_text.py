@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agent_memory.embeddings.text import default_model_path, model_name
+from agent_memory.embeddings.text import Embedder, default_model_path, model_name
 from agent_memory.errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,8 @@ class OnnxMiniLmEmbedder:
         self._query_session: Any = None  # the int8 model, or the float32 one (the same session) when it is asked for
         self._pass_size = batch_size  # texts per model pass: 1 through the int8 model (see _load_sync)
         self._passes: ThreadPoolExecutor | None = None  # int8 passes run side by side, one thread each
+        self._int8: Any = None  # the int8 model, when it was made (questions, int8 documents, imports)
+        self._import_passes: ThreadPoolExecutor | None = None  # an import's int8 passes, side by side
         self._tokenizer: Any = None
 
     async def load(self) -> None:
@@ -120,7 +122,8 @@ class OnnxMiniLmEmbedder:
             raise ModelError(f"Cannot load the ONNX text embedder from {self.model_path}: {exc}") from exc
         query_session = document_session = session
         if "int8" in (self.query_precision, self.document_precision):
-            int8 = _int8_session(onnx_path, session, tokenizer) or session
+            self._int8 = _int8_session(onnx_path, session, tokenizer)
+            int8 = self._int8 or session
             query_session = int8 if self.query_precision == "int8" else session
             document_session = int8 if self.document_precision == "int8" else session
             if document_session is session:  # no usable int8 model: what is stored is float32, and says so
@@ -163,32 +166,81 @@ class OnnxMiniLmEmbedder:
 
     def _embed_sync(self, texts: list[str]) -> np.ndarray:
         self._load_sync()
+        return self._embed_with(texts, self._session, self._pass_size, self._passes)
+
+    def importer(self) -> Embedder:
+        """What an import embeds with (`embedding.import_precision = "int8"`): this model's int8 document pass,
+        named `<model>-int8` like the vectors of `document_precision = "int8"`, for the vector upgrade to make again
+        in float32 (vector_upgrade.py). This embedder itself when what it stores is int8 already."""
+        return self if self.document_precision == "int8" else _Int8Documents(self)
+
+    def _embed_int8_sync(self, texts: list[str]) -> np.ndarray:
+        """The int8 document pass (one text a pass, passes side by side); the float32 one if no int8 model could
+        be made (a warning said so when it loaded; the vector upgrade then makes those again, to the same vectors)."""
+        self._load_sync()
+        if self._int8 is None:
+            return self._embed_with(texts, self._session, self._pass_size, self._passes)
+        if self._import_passes is None and self.threads > 1:
+            self._import_passes = ThreadPoolExecutor(self.threads, thread_name_prefix="embedder-import")
+        return self._embed_with(texts, self._int8, 1, self._import_passes)
+
+    def _embed_with(
+        self, texts: list[str], session: Any, pass_size: int, passes: ThreadPoolExecutor | None
+    ) -> np.ndarray:
         try:
             encodings = self._tokenizer.encode_batch(texts)
             order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
             result = np.empty((len(texts), self.dimension), dtype=np.float32)
-            chunks = [order[start : start + self._pass_size] for start in range(0, len(order), self._pass_size)]
-            if self._passes is not None and len(chunks) > 1:  # one-thread passes side by side, one per core
-                vectors = self._passes.map(self._run, [[encodings[i] for i in chunk] for chunk in chunks])
+            chunks = [order[start : start + pass_size] for start in range(0, len(order), pass_size)]
+            if passes is not None and len(chunks) > 1:  # one-thread passes side by side, one per core
+                vectors = passes.map(
+                    lambda chunk: _pooled(session, chunk), [[encodings[i] for i in chunk] for chunk in chunks]
+                )
                 for chunk, vector in zip(chunks, vectors, strict=True):
                     result[chunk] = vector
             else:
                 for chunk in chunks:
-                    result[chunk] = self._run([encodings[i] for i in chunk])
+                    result[chunk] = _pooled(session, [encodings[i] for i in chunk])
         except Exception as exc:
             raise ModelError(f"The ONNX text embedder failed on {len(texts)} texts: {exc}") from exc
         if not np.isfinite(result).all():
             raise ModelError("The ONNX text embedder returned non-finite values")
         return result
 
-    def _run(self, encodings: list[Any]) -> np.ndarray:
-        return _pooled(self._session, encodings)
-
     async def aclose(self) -> None:
         self._thread.shutdown(wait=True)
-        if self._passes is not None:
-            self._passes.shutdown(wait=True)
-        self._session = self._query_session = None
+        for passes in (self._passes, self._import_passes):
+            if passes is not None:
+                passes.shutdown(wait=True)
+        self._session = self._query_session = self._int8 = None
+
+
+class _Int8Documents:
+    """An OnnxMiniLmEmbedder's int8 document pass, as an Embedder of its own: what an import stores (importer())."""
+
+    def __init__(self, model: OnnxMiniLmEmbedder) -> None:
+        self._model = model
+        self.dimension = model.dimension
+        self.name = model.base_name + "-int8"  # even in the rare fallback to float32: the upgrade then re-does them
+
+    @property
+    def query_is_document(self) -> bool:
+        return False
+
+    async def load(self) -> None:
+        await self._model.load()
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self._model
+        return await asyncio.get_running_loop().run_in_executor(model._thread, model._embed_int8_sync, list(texts))
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return await self._model.embed_query(text)
+
+    async def aclose(self) -> None:
+        """The model it passes through is closed by its owner."""
 
 
 def _pooled(session: Any, encodings: list[Any]) -> np.ndarray:

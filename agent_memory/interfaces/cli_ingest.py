@@ -67,8 +67,7 @@ async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
     count = await asyncio.to_thread(check_input, config, args)
     tally, started = Tally(), time.perf_counter()
     resume = not getattr(args, "no_resume", False)
-    async with open_store(config.for_import()) as store:
-        local = isinstance(store, LocalStore)
+    async with open_store(config) as store:
         with Progress(count, sys.stderr) as progress:
             turns = input_turns(args)
             while batch := list(islice(turns, args.batch)):
@@ -79,7 +78,7 @@ async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
                     exc.args = (_stopped_at(exc, args, done, len(batch), resume=resume),)
                     raise
                 progress.update(len(batch), tally)
-    sys.stdout.write(summary(tally, config, time.perf_counter() - started, upgraded_later=local) + "\n")
+    sys.stdout.write(summary(tally, config, time.perf_counter() - started) + "\n")
     return 0
 
 
@@ -94,7 +93,7 @@ async def _ingest_batch(store: Store, batch: list[TurnInput], tally: Tally, *, r
         return
     started = time.perf_counter()
     try:
-        results = await store.process_turns(batch)
+        results = await store.process_turns(batch, bulk=True)
     except InvalidInput as exc:
         if not resume or not _duplicate(exc):
             raise
@@ -107,7 +106,7 @@ async def _one_at_a_time(store: Store, batch: Sequence[TurnInput], tally: Tally)
     for turn in batch:
         started = time.perf_counter()
         try:
-            results = await store.process_turns([turn])
+            results = await store.process_turns([turn], bulk=True)
         except InvalidInput as exc:
             if not _duplicate(exc):
                 raise
@@ -120,12 +119,13 @@ async def _stored(store: LocalStore, turn: TurnInput) -> bool:
     return await store.manager.records.turn_exists(turn.namespace, turn.session_id, turn.turn_number)
 
 
-def summary(tally: Tally, config: Config, seconds: float, *, upgraded_later: bool = False) -> str:
-    """The closing line. `upgraded_later`: the store was opened here, so `for_import` chose its document model."""
+def summary(tally: Tally, config: Config, seconds: float) -> str:
+    """The closing line. An import's memories are embedded by `embedding.import_precision` (a daemon's own
+    configuration decides for the turns it takes); the line says when that is int8, to be upgraded."""
     line = f"ingested {tally.written} turns, {tally.saved} kept as memories, into {config.data_dir}"
     notes = []
     embedding = config.embedding
-    if upgraded_later and tally.saved and config.for_import() is not config:
+    if tally.saved and embedding.backend == "onnx" and embedding.import_precision != embedding.document_precision:
         later = "made again in float32 while the store is idle" if embedding.upgrade_vectors else "left as they are"
         notes.append(f"embedded by the {embedding.import_precision} model, {later}")
     if tally.skipped:

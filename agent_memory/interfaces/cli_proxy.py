@@ -67,8 +67,8 @@ class DaemonMemory:
             await self.aclose()
             return await (await self.connect()).context(query, budget_tokens=budget_tokens, namespace=namespace)
 
-    async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]:
-        return await (await self.connect()).process_turns(turns)
+    async def process_turns(self, turns: Sequence[TurnInput], *, bulk: bool = False) -> Sequence[Processed]:
+        return await (await self.connect()).process_turns(turns, bulk=bulk)
 
     async def prepare_turns(self, texts: Sequence[str]) -> None:
         await (await self.connect()).prepare_turns(texts)

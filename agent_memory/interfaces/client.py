@@ -126,9 +126,10 @@ class DaemonClient:
         """GET /health, given HEALTH_TIMEOUT (2 s) to answer: a daemon that owns the store answers at once."""
         await self._call("GET", "/health", timeout=HEALTH_TIMEOUT)
 
-    async def process_turns(self, turns: Sequence[TurnInput]) -> list[TurnReceipt]:
-        """POST /v1/turns/bulk: one batch, in order; one bad turn rejects all of them."""
-        answer = await self._call("POST", "/v1/turns/bulk", json={"turns": [turn_body(t) for t in turns]})
+    async def process_turns(self, turns: Sequence[TurnInput], *, bulk: bool = False) -> list[TurnReceipt]:
+        """POST /v1/turns/bulk: one batch, in order; one bad turn rejects all of them. `bulk`: an import."""
+        body: dict[str, Any] = {"turns": [turn_body(t) for t in turns]} | ({"bulk": True} if bulk else {})
+        answer = await self._call("POST", "/v1/turns/bulk", json=body)
         return self._decode(_RECEIPTS, answer)
 
     async def retrieve(

@@ -152,6 +152,9 @@ class TurnBody(_Body):
 
 class BulkBody(_Body):
     turns: list[TurnBody]
+    bulk: bool = False
+    """An import (a history brought in, not a conversation under way): what it keeps is embedded by
+    `embedding.import_precision`, and made again in float32 while the store is idle (vector_upgrade.py)."""
 
 
 class PrepareBody(_Body):
@@ -304,7 +307,8 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
 
     @v1.post("/turns/bulk", response_model=None, responses=answers("array", 400, 409, 422))
     async def process_turns(body: BulkBody) -> Response:
-        return answer([turn_json(r) for r in await manager.process_turns([t.to_input() for t in body.turns])])
+        done = await manager.process_turns([t.to_input() for t in body.turns], bulk=body.bulk)
+        return answer([turn_json(r) for r in done])
 
     @v1.post("/turns/prepare", responses=errors(400, 422))
     async def prepare_turns(body: PrepareBody) -> dict[str, int]:

@@ -36,7 +36,7 @@ class Processed(Protocol):
 class Store(Protocol):
     """What the CLI asks of the memory, wherever it is."""
 
-    async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]: ...
+    async def process_turns(self, turns: Sequence[TurnInput], *, bulk: bool = False) -> Sequence[Processed]: ...
 
     async def retrieve(
         self, query: str, *, k: int | None = None, namespace: str = "default"
@@ -131,8 +131,8 @@ class LocalStore:
         self.observe_facts = manager.observe_facts  # the runtime's facts step (agent-memory chat)
         self.prepare_turns = manager.prepare_turns  # the runtime embeds the message while the model answers
 
-    async def process_turns(self, turns: Sequence[TurnInput]) -> Sequence[Processed]:
-        return await self.manager.process_turns(turns)
+    async def process_turns(self, turns: Sequence[TurnInput], *, bulk: bool = False) -> Sequence[Processed]:
+        return await self.manager.process_turns(turns, bulk=bulk)
 
     async def erase(self, *, reason: str, dry_run: bool = False, **selection: Any) -> dict[str, Any]:
         """As the daemon answers POST /v1/erase."""

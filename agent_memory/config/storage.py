@@ -37,7 +37,7 @@ class EmbeddingConfig(Section):
     import_precision: Literal["int8", "float32"] = "int8"
     """What an import keeps is embedded with (`agent-memory ingest`, locally or through the daemon;
     `process_turns(..., bulk=True)`; `POST /v1/turns/bulk` with `"bulk": true`): 'int8', the ONNX model's int8
-    document pass, imports about 1.5x the turns a second here (LoCoMo dev, projections included: 162 against 107),
+    document pass, imports 1.4-1.5x the turns a second here (LoCoMo dev, projections included: 153-162 against 107-109),
     and the vector upgrade makes those vectors again in float32 while the store is idle (`upgrade_vectors`);
     'float32' embeds an import as any other turn. The daemon's own setting applies to what it takes."""
     upgrade_vectors: bool = True

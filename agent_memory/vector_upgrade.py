@@ -117,6 +117,7 @@ class VectorUpgrade:
         for the next write), else -1."""
         upgraded = 0
         while True:
+            before = self._activity()
             try:
                 replaced, found = await self._batch(self._config.upgrade_batch)
             except asyncio.CancelledError:
@@ -129,9 +130,7 @@ class VectorUpgrade:
                 if upgraded:
                     log.info("vector upgrade: every stored vector is now %s's", self._embedder.name)
                 return self._activity()
-            mine = self._activity()
-            await asyncio.sleep(0)  # let a waiting write or question start before the next batch
-            if self._activity() != mine:
+            if self._activity() != before + 1:  # more than the batch's own commit: someone wrote or asked meanwhile
                 return -1
 
     async def _batch(self, size: int) -> tuple[int, int]:

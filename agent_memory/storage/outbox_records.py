@@ -89,8 +89,10 @@ class OutboxQueries:
     async def mark_outbox(
         self, done: Sequence[int], *, now: datetime, error: str | None = None, vectors_only: bool = False
     ) -> None:
-        """Stamp rows applied (`vectors_only`: their vector part alone), or count a failed attempt with `error`."""
-        async with self.transaction() as db:
+        """Stamp rows applied (`vectors_only`: their vector part alone), or count a failed attempt with `error`.
+        It makes no work for the projector, so it does not count in `commits`: background work that waits for
+        the writers to pause (the vector upgrade, the context vectors) is not woken by its own projection."""
+        async with self.transaction(projected=False) as db:
             if error is None and vectors_only:
                 await db.executemany(
                     "UPDATE outbox SET vectors_at = ? WHERE outbox_id = ?", [(ts(now), i) for i in done]

@@ -43,7 +43,7 @@ async def warn_other_model(records: SqliteRecords, model: str, *, upgrading: str
     others = {name for name in models if name and _base(name) != _base(model)}
     if precisions := {name for name in models if name and _base(name) == _base(model) and name != model}:
         later = (
-            "they are made again with it while no write is committed (embedding.upgrade_vectors), or at once by"
+            "they are made again with it while the store is idle (embedding.upgrade_vectors), or at once by"
             if precisions == {upgrading}
             else "searched together;"
         )

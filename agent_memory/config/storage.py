@@ -42,8 +42,9 @@ class EmbeddingConfig(Section):
     'float32' embeds an import as any other turn. The daemon's own setting applies to what it takes."""
     upgrade_vectors: bool = True
     """Make the int8 document model's vectors again with the float32 model, in place, while the store is idle (no
-    write committed, no question asked; vector_upgrade.py), when what is stored is float32 (`document_precision`): an int8 import's, and those of a
-    store made while int8 was the default (2026-12-03 to 12-05). False leaves them as they are."""
+    write committed, no question asked; vector_upgrade.py), when what is stored is float32 (`document_precision`):
+    an int8 import's, and those of a store made while int8 was the default (2026-12-03 to 12-05). False leaves them
+    as they are."""
     upgrade_batch: int = Field(default=8, ge=1)
     """Vectors the upgrade makes at a time, one transaction each; a question's embedding waits on the same model
     thread for one batch at most (8 LongMemEval-sized turns, with the turns before them, are about 0.2 s here)."""

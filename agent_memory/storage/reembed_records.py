@@ -107,7 +107,8 @@ class ReembedQueries:
                 if cursor.rowcount:
                     replaced += 1
                     await db.execute(
-                        "INSERT INTO outbox (op, memory_id, created_at, scope) VALUES ('upsert_memory', ?, ?, 'vectors')",
+                        "INSERT INTO outbox (op, memory_id, created_at, scope) "
+                        "VALUES ('upsert_memory', ?, ?, 'vectors')",
                         (memory_id, ts(now)),
                     )
         return replaced

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import subprocess
@@ -102,6 +103,21 @@ async def test_ripgrep_itself_passes_over_a_term_outside_the_content(tmp_path: P
     segment = tmp_path / "logs" / segment_name(1)
     assert '","at":"' in segment.read_text()
     for wanted, code in ((term, 1), ("see here", 0)):
+        args = [find_ripgrep(), f"--regexp={content_pattern([wanted])}", segment]
+        found = await asyncio.to_thread(subprocess.run, args, capture_output=True)
+        assert found.returncode == code, (wanted, found.stdout)
+
+
+async def test_ripgrep_itself_passes_over_hex_that_only_a_checksum_holds(tmp_path: Path) -> None:
+    """The content's end is matched through classes (content_end_pattern), not as a literal: a short hex term
+    that is in the checksum, not the content, is still kept out by rg, and one in the content is still found."""
+    content = "nothing to see here, only the 2D map"
+    await write_log(tmp_path / "logs", [turn(4, content, session_id="s")])
+    segment = tmp_path / "logs" / segment_name(1)
+    checksum = json.loads(segment.read_text())["checksum"]
+    pairs = (checksum[i : i + 2] for i in range(len(checksum) - 1))
+    hex_term = next(pair for pair in pairs if pair not in content.casefold())
+    for wanted, code in ((hex_term, 1), ("2d", 0), ("MAP", 0)):
         args = [find_ripgrep(), f"--regexp={content_pattern([wanted])}", segment]
         found = await asyncio.to_thread(subprocess.run, args, capture_output=True)
         assert found.returncode == code, (wanted, found.stdout)

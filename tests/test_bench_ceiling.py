@@ -10,7 +10,7 @@ import pytest
 from agent_memory.bench.ceiling import int8_matmul_gops, measure_ceiling, token_counts, transformer_flop
 from agent_memory.config import load_config
 from agent_memory.embeddings.text import Embedder, default_model_path
-from agent_memory.engines import make_embedder
+from agent_memory.engines import import_embedder, make_embedder
 
 MINILM = json.loads((Path(default_model_path()) / "config.json").read_text())
 
@@ -47,6 +47,20 @@ async def test_int8_documents_get_their_own_ceiling_from_int8_arithmetic() -> No
     finally:
         await quick.aclose()
     assert found.int8_gops > 1 and found.int8_ceiling_rate == found.int8_gops / found.gflop_per_turn
+
+
+async def test_an_imports_int8_model_is_timed_beside_the_write_paths_with_the_int8_ceiling(embedder: Embedder) -> None:
+    """An import stores through the int8 document pass (engines.import_embedder): the block shows its own rate and
+    the int8 ceiling it is bound by, beside the float32 embedder's."""
+    texts = [f"Ana: I walked the dog {n} times around the lake this week." for n in range(24)]
+    config = load_config(Path(__file__).resolve().parents[1] / "config" / "default.toml", environ={})
+    importer = import_embedder(embedder, config)
+    assert importer is not embedder and importer.name.endswith("-int8")
+    found = await measure_ceiling(texts, embedder, importer=importer)
+    assert found.import_rate > 0 and found.embedder_rate > 0
+    assert found.int8_gops > 1 and found.int8_ceiling_rate == found.int8_gops / found.gflop_per_turn
+    alone = await measure_ceiling(texts, embedder, importer=embedder)  # an import that embeds as the write path
+    assert alone.import_rate == 0 and alone.int8_gops == 0
 
 
 def test_an_int8_matrix_multiply_is_measured_on_every_worker() -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory.bench.ceiling import EmbeddingCeiling
 from agent_memory.bench.perf import BEGIN, END, IngestFigures, markers, percentile, render, write_docs
 
 
@@ -47,3 +48,15 @@ def test_the_import_and_its_upgrade_are_rows_of_their_own_when_measured() -> Non
     assert "| the same, as `agent-memory ingest` imports (int8 documents, `embedding.import_precision`) " in text
     assert "| 200 turns/s | >= 300 turns/s |" in text  # 100 turns in 0.5 s, against the same goal
     assert "| then the upgrade to float32 while idle, on the next open (60 memories) | 240 memories/s | |" in text
+
+
+def test_the_imports_model_and_its_int8_ceiling_are_rows_when_measured() -> None:
+    """Each figure with its ceiling beside it: the import's int8 model alone and the int8 ceiling, when measured."""
+    ceiling = EmbeddingCeiling(100, 37.0, 0.8, 160.0, 170.0, 80.0, 240.0)
+    text = render(IngestFigures(4, 1.0, 2.0, 1.0, 2.0, 100, 2.0, 0.5, "always", "", ceiling), Path("l.json"), 64)
+    assert "| the embedder alone, all 100 turns in one call | 170 turns/s | |" in text
+    assert "| the import's int8 model alone, the same call | 240 turns/s | |" in text
+    assert "| ceiling for the int8 model: the same operations at this machine's 80 GOP/s " in text
+    float32_only = EmbeddingCeiling(100, 37.0, 0.8, 160.0, 170.0)
+    text = render(IngestFigures(4, 1.0, 2.0, 1.0, 2.0, 100, 2.0, 0.5, "always", "", float32_only), Path("l.json"), 64)
+    assert "int8 model alone" not in text and "ceiling for the int8 model" not in text

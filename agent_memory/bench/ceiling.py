@@ -39,6 +39,9 @@ class EmbeddingCeiling:
     """Turns a second the real embedder managed, all the turns in one call."""
     int8_gops: float = 0.0
     """int8 matrix multiply, one-thread passes side by side on every core (0: not measured)."""
+    import_rate: float = 0.0
+    """Turns a second an import's model managed (the int8 document pass, `embedding.import_precision`), all the
+    turns in one call (0: not measured, or an import embeds as the write path does)."""
 
     @property
     def ceiling_rate(self) -> float:
@@ -123,21 +126,31 @@ def token_counts(texts: Sequence[str], model_path: str = "") -> list[int]:
     return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts))]
 
 
-async def measure_ceiling(texts: Sequence[str], embedder: Embedder, model_path: str = "") -> EmbeddingCeiling:
+async def measure_ceiling(
+    texts: Sequence[str], embedder: Embedder, model_path: str = "", *, importer: Embedder | None = None
+) -> EmbeddingCeiling:
+    """The ceilings for `texts`, and the rate of `embedder` (what the write path stores) and of `importer` (what an
+    import stores, engines.import_embedder) when that is another model, each alone, all the texts in one call."""
     path = Path(model_path or default_model_path())
     config = json.loads((path / "config.json").read_text())
     counts = await asyncio.to_thread(token_counts, texts, str(path))
     flop = statistics.fmean(transformer_flop(config, n) for n in counts)
-    await embedder.load()
-    await embedder.embed(list(texts[:16]))  # warm up
-    started = time.perf_counter()
-    await embedder.embed(list(texts))
-    rate = len(texts) / (time.perf_counter() - started)
+    rate = await _rate(embedder, texts)
+    imports = 0.0 if importer is None or importer is embedder else await _rate(importer, texts)
     machine = await asyncio.to_thread(matmul_gflops, config["hidden_size"], config["intermediate_size"])
     int8 = 0.0
-    if getattr(embedder, "document_precision", "float32") == "int8":  # what is stored goes through the int8 model
+    if getattr(embedder, "document_precision", "float32") == "int8" or imports:  # the int8 model stores something
         workers = int(getattr(embedder, "threads", 1))
         int8 = await asyncio.to_thread(
             int8_matmul_gops, config["hidden_size"], config["intermediate_size"], workers=workers
         )
-    return EmbeddingCeiling(len(texts), statistics.fmean(counts), flop / 1e9, machine, rate, int8)
+    return EmbeddingCeiling(len(texts), statistics.fmean(counts), flop / 1e9, machine, rate, int8, imports)
+
+
+async def _rate(embedder: Embedder, texts: Sequence[str]) -> float:
+    """Texts a second `embedder` embeds, all of them in one call, after a warm-up."""
+    await embedder.load()
+    await embedder.embed(list(texts[:16]))
+    started = time.perf_counter()
+    await embedder.embed(list(texts))
+    return len(texts) / (time.perf_counter() - started)

@@ -21,7 +21,7 @@ from pathlib import Path
 from agent_memory.bench.ceiling import EmbeddingCeiling, measure_ceiling
 from agent_memory.bench.datasets import READERS
 from agent_memory.config import Config, LLMConfig, load_config
-from agent_memory.engines import make_embedder
+from agent_memory.engines import import_embedder, make_embedder
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 
@@ -97,7 +97,8 @@ async def measure(
         embedder = make_embedder(config)
         try:
             texts = [str(t.content) for t in turns]
-            ceiling = await measure_ceiling(texts, embedder, config.embedding.model_path)
+            importer = import_embedder(embedder, config)
+            ceiling = await measure_ceiling(texts, embedder, config.embedding.model_path, importer=importer)
         finally:
             await embedder.aclose()
     return IngestFigures(
@@ -187,6 +188,11 @@ def _ceiling_rows(ceiling: EmbeddingCeiling | None) -> list[str]:
         return []
     return [
         f"| the embedder alone, all {ceiling.turns} turns in one call | {ceiling.embedder_rate:.0f} turns/s | |",
+        *(
+            [f"| the import's int8 model alone, the same call | {ceiling.import_rate:.0f} turns/s | |"]
+            if ceiling.import_rate
+            else []
+        ),
         f"| ceiling for embedding every turn: {ceiling.gflop_per_turn:.2f} GFLOP a turn "
         f"({ceiling.tokens_per_turn:.1f} tokens) at this machine's {ceiling.machine_gflops:.0f} GFLOP/s "
         f"(float32 matrix multiply, all cores; int8 passes are not bound by it) | {ceiling.ceiling_rate:.0f} turns/s | |",

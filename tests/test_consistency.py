@@ -18,6 +18,7 @@ from agent_memory import MemoryManager, StoreLocked
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.storage.lock import OwnerLock
+from agent_memory.storage.outbox import GATHER_DELAYS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -252,3 +253,31 @@ async def test_the_background_applies_what_a_search_needs_soon_after_a_write_and
         assert await manager.projector.drain_for_reads() == 0  # a search now has nothing to apply first
         assert await manager.projector.drain() == 1
         assert stored.memory_id in await manager.graph.memory_ids()
+
+
+async def test_a_stream_of_writes_reaches_the_graph_in_whole_batches_and_a_pause_applies_the_rest(
+    config: Config, embedder: Embedder
+) -> None:
+    """While turns keep coming, the graph's drain waits for a whole batch (Kuzu checkpoints the database at each
+    commit after a COPY), up to GATHER_DELAYS more delays; once they stop, what waits is applied one delay later.
+    Without the gathering this stream is about one graph transaction a delay (8 or more)."""
+    delay = timedelta(milliseconds=200)
+    config = config.model_copy(update={"projector_delay": delay, "projector_batch": 10_000})
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        kept = []
+        started = asyncio.get_running_loop().time()
+        for n in range(60):
+            result = await manager.process_turn("s1", n, f"Ticket {n}: the invoice export for client {n * 7} failed.")
+            kept += [result.memory_id] if result.memory_id else []
+            await asyncio.sleep(0.02)
+        streamed = asyncio.get_running_loop().time() - started
+        assert streamed > 6 * delay.total_seconds() and len(kept) > 30  # a stream, longer than several delays
+        async with asyncio.timeout(10):
+            while await manager.records.pending_outbox_count():  # noqa: ASYNC110 (SQLite state, no event)
+                await asyncio.sleep(0.05)
+        # a transaction per GATHER_DELAYS + 1 delays of the stream at most, the rest after it, and one more if a
+        # write was slower than a delay on a loaded machine; one a delay (about 12 here) without the gathering
+        most = streamed / ((GATHER_DELAYS + 1) * delay.total_seconds()) + 3
+        assert most < streamed / delay.total_seconds() / 2  # well under a transaction a delay
+        assert 1 <= manager.projector.graph_batches <= most, (manager.projector.graph_batches, streamed)
+        assert set(kept) <= await manager.graph.memory_ids()

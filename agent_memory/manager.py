@@ -606,14 +606,15 @@ class MemoryManager(ReadPath):
         self._check_open()
         return await self._facts.history(subject, attribute, namespace=namespace)
 
-    async def prepare_turns(self, texts: Sequence[str]) -> None:
+    async def prepare_turns(self, texts: Sequence[str], *, bulk: bool = False) -> None:
         """Embed texts that are about to be sent as turns, so their `process_turns` finds the vectors ready: the
         runtime and the proxy call it with the user's message while the model answers, when the model thread is
-        idle. A text prepared and never sent is dropped after 64 newer ones. Changes nothing in the store; a text
-        that no turn could hold (not UTF-8, over max_turn_bytes) is refused as a turn would be."""
+        idle, and `agent-memory ingest` with its next batch (`bulk`, by the import's model) while this one commits.
+        A text prepared and never sent is dropped after MAX_PREPARED_TEXTS newer ones. Changes nothing in the store; a
+        text that no turn could hold (not UTF-8, over max_turn_bytes) is refused as a turn would be."""
         self._check_open()
         checked = [check_content(t, max_bytes=self.config.max_turn_bytes, limit_name="max_turn_bytes") for t in texts]
-        await self.write_path.prepare(checked)
+        await self.write_path.prepare(checked, bulk=bulk)
 
     async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]:
         """The policy step (STORE / MERGE / SUPERSEDE / REJECT, facts.py) on the facts these stored turns state, for

@@ -36,6 +36,9 @@ MAX_K = 1000
 """The most results one retrieval returns."""
 MAX_BUDGET_TOKENS = 1_000_000
 """The largest context budget: each layer then searches budget/64 candidates (15,625)."""
+MAX_PREPARED_TEXTS = 1024
+"""The most texts embedded ahead of their turns that the write path keeps (`prepare_turns`: an import's next
+batch, a live message), and so the most one call prepares."""
 EARLIEST_TIME = datetime(1000, 1, 1, tzinfo=UTC)
 LATEST_TIME = datetime(8999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 TIME_RULE = "a timezone-aware time from 1000-01-01 to 8999-12-31 (UTC)"

@@ -29,6 +29,7 @@ from agent_memory.cognition.novelty import (
     session_surprise,
 )
 from agent_memory.cognition.salience import asks_question, text_features
+from agent_memory.cognition.save_decision import is_phatic
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.long_turns import LongTurns
@@ -41,6 +42,7 @@ from agent_memory.storage.journal import JsonlJournal, logged_turn
 from agent_memory.storage.outbox import TEXT
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, TurnCommit, image_commit
+from agent_memory.validation import MAX_PREPARED_TEXTS
 
 LAST_TURNS = 10_000
 """Sessions whose last turn is cached (cleared when full; a miss reads the log)."""
@@ -99,16 +101,23 @@ class WritePath:
         """A question's vector, kept for the turn that often follows with the same text (the runtime and the proxy
         send the user's message as both), when the model embeds a question exactly as it embeds what is stored."""
         if self.embedder.query_is_document:
-            self.prepared.put(text, vector)
+            self.prepared.put(self.embedder.name, text, vector)
 
-    async def prepare(self, texts: Sequence[str]) -> None:
-        """Embed `texts` (checked) ahead of their turns; a text already prepared, blank or long is skipped."""
+    async def prepare(self, texts: Sequence[str], *, bulk: bool = False) -> None:
+        """Embed `texts` (checked) ahead of their turns, by the model their turns will be embedded with (`bulk`: an
+        import's, `importer`); a text already prepared, blank, phatic or long is skipped, as its turn would be."""
+        using = self.importer if bulk else self.embedder
         wanted = [
-            t for t in dict.fromkeys(texts) if t.strip() and t not in self.prepared and not self.long_turns.is_long(t)
+            t
+            for t in dict.fromkeys(texts)
+            if t.strip()
+            and not is_phatic(t)
+            and not self.long_turns.is_long(t)
+            and (using.name, t) not in self.prepared
         ]
         if wanted:
-            for text, vector in zip(wanted, await self.embedder.embed(wanted), strict=True):
-                self.prepared.put(text, vector)
+            for text, vector in zip(wanted, await using.embed(wanted), strict=True):
+                self.prepared.put(using.name, text, vector)
 
     def start_embedding(self, records: Sequence[LogRecord], *, bulk: bool = False) -> asyncio.Task[np.ndarray]:
         """The model's pass over the turns that are not phatic, started at once: the log append, the drafts and the
@@ -118,7 +127,7 @@ class WritePath:
         return asyncio.ensure_future(self._embed_texts(texts, self.importer if bulk else self.embedder))
 
     async def _embed_texts(self, texts: Sequence[str], using: Embedder) -> np.ndarray:
-        ready = [self.prepared.take(text) for text in texts]
+        ready = [self.prepared.take(using.name, text) for text in texts]
         known = [vector for vector in ready if vector is not None]
         if known and len(known) == len(ready):
             return np.stack(known)
@@ -446,24 +455,25 @@ def _rows(
 
 
 class PreparedVectors:
-    """Texts embedded ahead of their turn (`MemoryManager.prepare_turns`), each taken once by the write path. Kept
-    for the latest `size` texts only: a text prepared and never sent costs a little memory, and is dropped."""
+    """Texts embedded ahead of their turn (`MemoryManager.prepare_turns`), each taken once by the write path, by
+    the model that embedded it: an import's int8 vector is never a live turn's, nor the other way. Kept for the
+    latest `size` texts only: a text prepared and never sent costs a little memory (1.5 KB), and is dropped."""
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, size: int = MAX_PREPARED_TEXTS) -> None:
         self._size = size
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
-    def __contains__(self, text: object) -> bool:
-        return text in self._vectors
+    def __contains__(self, key: object) -> bool:
+        return key in self._vectors
 
-    def put(self, text: str, vector: np.ndarray) -> None:
-        self._vectors[text] = vector
-        self._vectors.move_to_end(text)
+    def put(self, model: str, text: str, vector: np.ndarray) -> None:
+        self._vectors[model, text] = vector
+        self._vectors.move_to_end((model, text))
         while len(self._vectors) > self._size:
             self._vectors.popitem(last=False)
 
-    def take(self, text: str) -> np.ndarray | None:
-        return self._vectors.pop(text, None)
+    def take(self, model: str, text: str) -> np.ndarray | None:
+        return self._vectors.pop((model, text), None)
 
     def clear(self) -> None:
         self._vectors.clear()

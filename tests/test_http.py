@@ -29,6 +29,7 @@ from agent_memory.interfaces.token import load_or_create_token
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 from agent_memory.sleep.jobs import run_job
+from agent_memory.validation import MAX_PREPARED_TEXTS
 
 ROOT = Path(__file__).resolve().parents[1]
 TURN = {"session_id": "s1", "turn_number": 1, "content": "My sister Ana moved to Porto to study marine biology"}
@@ -183,8 +184,12 @@ async def test_texts_prepared_ahead_are_embedded_and_nothing_is_stored(client: h
     broken = '{"texts": ["a lone \\ud800 surrogate"]}'
     response = await client.post("/v1/turns/prepare", content=broken, headers=JSON)
     assert response.status_code == 400 and error_code(response) == "invalid_encoding"
-    response = await client.post("/v1/turns/prepare", json={"texts": ["x"] * 17})
-    assert response.status_code == 422
+    response = await client.post("/v1/turns/prepare", json={"texts": ["x"] * (MAX_PREPARED_TEXTS + 1)})
+    assert response.status_code == 422 and "1024" in response.text
+    response = await client.post("/v1/turns/prepare", json={"texts": ["an import's next turn"], "bulk": True})
+    assert response.status_code == 200 and response.json() == {"texts": 1}
+    response = await client.post("/v1/turns/prepare", json={"texts": ["x"], "bulk": "yes"})
+    assert response.status_code == 422 and "bulk" in response.text
 
 
 async def test_content_over_the_limit_is_rejected(client: httpx.AsyncClient, config: Config) -> None:

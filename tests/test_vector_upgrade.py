@@ -6,6 +6,7 @@ SQLite and Qdrant Edge in temporary directories."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -20,6 +21,8 @@ from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
 from agent_memory.interfaces.cli import main
+from agent_memory.interfaces.cli_ingest import Tally, _ingest_batch, prepared_ahead
+from agent_memory.interfaces.routing import LocalStore
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 from agent_memory.reembed import embed_as_written
@@ -137,6 +140,85 @@ async def test_a_bulk_import_stores_what_the_int8_document_model_stores(tmp_path
             assert model == FLOAT32
         elif text in dict(TURNS).values():  # the long turn's chunks are embedded by the chunker, in float32
             assert model == INT8 and np.allclose(vector, int8_made[text][0], atol=1e-6), text
+
+
+class Counting:
+    """A real embedder passed through, counting the texts it embeds; `importer()` counts the import's model too."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.texts = inner, 0
+        self.imports: Counting | None = None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def importer(self) -> Counting:
+        self.imports = Counting(self.inner.importer())  # type: ignore[attr-defined]
+        return self.imports
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return await self.inner.embed(texts)
+
+
+async def test_an_imports_next_batch_prepared_ahead_is_taken_by_its_bulk_turns_only(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """`prepare_turns(..., bulk=True)` (ingest, while the batch before commits) embeds by the import's int8 model: a
+    bulk turn takes that vector and embeds nothing, a live turn with the same words never takes an int8 vector; a
+    phatic text is not prepared, as its turn is not embedded."""
+    counting = Counting(embedder)
+    int8_made = await made_int8(tmp_path / "int8")
+    config = store_config(tmp_path / "store", upgrade_delay="PT1H")
+    async with MemoryManager.open(config, embedder=counting) as m:  # type: ignore[arg-type]
+        importer = counting.imports
+        assert importer is not None
+        texts = [text for _, text in TURNS[:5]]
+        await m.prepare_turns([*texts, "ok thanks"], bulk=True)
+        assert importer.texts == 5 and counting.texts == 0
+        await m.process_turns(turns()[:5], bulk=True)
+        assert importer.texts == 5  # every vector was ready
+        await m.process_turns([TurnInput("s9", 0, TURNS[0][1], at=T0)])  # the same words, live: float32's own
+        assert counting.texts == 1
+        await m.prepare_turns([TURNS[3][1]], bulk=True)  # prepared for an import, sent live: embedded again
+        await m.process_turns([TurnInput("s8", 0, TURNS[3][1], at=T0)])
+        assert counting.texts == 2
+        made = await m.records._fetch("SELECT content, embedding, embedding_model, session_id FROM memories")
+    for content, blob, model, session in made:
+        vector = np.frombuffer(blob, dtype=np.float32)
+        if session in ("s9", "s8"):
+            assert model == FLOAT32 and not np.allclose(vector, int8_made[content][0], atol=1e-4)
+        else:
+            assert model == INT8 and np.allclose(vector, int8_made[content][0], atol=1e-6), content
+
+
+async def test_ingest_embeds_each_batch_ahead_by_the_imports_model_unless_it_passes_over_stored_turns(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """`prepared_ahead` (agent-memory ingest, bench_ingest): a batch is handed over once its texts are embedded
+    and the next batch's are on their way, so its turns embed nothing; while a resumed import passes over stored
+    turns (`Tally.skipping`), nothing is embedded ahead."""
+    counting = Counting(embedder)
+    config = store_config(tmp_path / "store", upgrade_delay="PT1H")
+    batches = [turns()[:3], turns()[3:5]]  # the five short turns, a session a batch
+    async with MemoryManager.open(config, embedder=counting) as m:  # type: ignore[arg-type]
+        importer = counting.imports
+        assert importer is not None
+        embedded_when_handed = []
+        async with contextlib.aclosing(prepared_ahead(m, iter(batches))) as ready:
+            async for batch in ready:
+                embedded_when_handed.append(importer.texts)
+                await m.process_turns(batch, bulk=True)
+        assert embedded_when_handed == [3, 5] and importer.texts == 5  # each text once, ahead of its batch
+        tally, store = Tally(), LocalStore(m)
+        await _ingest_batch(store, batches[0], tally, resume=True)  # stored: a resumed import passes over it
+        assert tally.skipping and tally.skipped == 3
+        later = [TurnInput("s7", n, f"Tom: Day {n} of the trip, we reached Porto.", at=T0) for n in range(3)]
+        async with contextlib.aclosing(prepared_ahead(m, iter([later]), wanted=lambda: not tally.skipping)) as ready:
+            async for batch in ready:
+                assert importer.texts == 5  # not embedded ahead: it might have been stored too
+                await _ingest_batch(store, batch, tally, resume=True)
+        assert not tally.skipping and tally.written == 3 and importer.texts == 8
 
 
 async def test_the_background_task_upgrades_while_no_one_writes(tmp_path: Path, embedder: Embedder) -> None:

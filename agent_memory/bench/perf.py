@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import statistics
@@ -22,6 +23,7 @@ from agent_memory.bench.ceiling import EmbeddingCeiling, measure_ceiling
 from agent_memory.bench.datasets import READERS
 from agent_memory.config import Config, LLMConfig, load_config
 from agent_memory.engines import import_embedder, make_embedder
+from agent_memory.interfaces.cli_ingest import prepared_ahead
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 
@@ -121,13 +123,20 @@ async def measure(
 
 async def _bulk(config: Config, turns: list[TurnInput], batch: int, *, bulk: bool = False) -> tuple[float, int]:
     """Every turn through process_turns in batches, projections included: (seconds, turns kept). `bulk`: as an
-    import (`agent-memory ingest`), embedded by `embedding.import_precision`."""
+    import (`agent-memory ingest`): embedded by `embedding.import_precision`, each batch's texts prepared while the
+    batch before commits (cli_ingest.prepared_ahead)."""
     async with MemoryManager.open(config) as manager:
         started = time.perf_counter()
         saved = 0
         iterator = iter(turns)
-        while chunk := list(islice(iterator, batch)):
-            saved += sum(r.saved for r in await manager.process_turns(chunk, bulk=bulk))
+        batches = iter(lambda: list(islice(iterator, batch)), [])
+        if bulk:
+            async with contextlib.aclosing(prepared_ahead(manager, batches)) as ready:
+                async for chunk in ready:
+                    saved += sum(r.saved for r in await manager.process_turns(chunk, bulk=True))
+        else:
+            for chunk in batches:
+                saved += sum(r.saved for r in await manager.process_turns(chunk))
         await manager.flush()
         return time.perf_counter() - started, saved
 

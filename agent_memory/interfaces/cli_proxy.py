@@ -70,8 +70,8 @@ class DaemonMemory:
     async def process_turns(self, turns: Sequence[TurnInput], *, bulk: bool = False) -> Sequence[Processed]:
         return await (await self.connect()).process_turns(turns, bulk=bulk)
 
-    async def prepare_turns(self, texts: Sequence[str]) -> None:
-        await (await self.connect()).prepare_turns(texts)
+    async def prepare_turns(self, texts: Sequence[str], *, bulk: bool = False) -> None:
+        await (await self.connect()).prepare_turns(texts, bulk=bulk)
 
     async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]:
         return await (await self.connect()).observe_facts(turn_ids)  # once per turn: safe to send again, too

@@ -238,9 +238,10 @@ class DaemonClient:
         shown = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in params.items() if v is not None}
         return self._decode(_FACTS, await self._call("GET", "/v1/facts", params=shown))
 
-    async def prepare_turns(self, texts: Sequence[str]) -> None:
-        """POST /v1/turns/prepare: the daemon embeds texts about to be sent as turns; nothing is stored."""
-        await self._call("POST", "/v1/turns/prepare", json={"texts": list(texts)})
+    async def prepare_turns(self, texts: Sequence[str], *, bulk: bool = False) -> None:
+        """POST /v1/turns/prepare: the daemon embeds texts about to be sent as turns (`bulk`: an import's next
+        batch, by the import's model); nothing is stored."""
+        await self._call("POST", "/v1/turns/prepare", json={"texts": list(texts), "bulk": bulk})
 
     async def observe_facts(self, turn_ids: Sequence[str]) -> list[FactDecision]:
         """POST /v1/facts/observe: the policy step on the facts these stored turns state."""

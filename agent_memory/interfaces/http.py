@@ -53,7 +53,15 @@ from agent_memory.models import Context, DoctorReport, JobRun, Memory, Retrieval
 from agent_memory.policy.export import policy_lines
 from agent_memory.sleep.jobs import JOBS, run_job
 from agent_memory.storage.records import SqliteRecords
-from agent_memory.validation import IDENTIFIER, MAX_BUDGET_TOKENS, MAX_K, MAX_TURN_NUMBER, TIME_RULE, check_aware
+from agent_memory.validation import (
+    IDENTIFIER,
+    MAX_BUDGET_TOKENS,
+    MAX_K,
+    MAX_PREPARED_TEXTS,
+    MAX_TURN_NUMBER,
+    TIME_RULE,
+    check_aware,
+)
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +166,9 @@ class BulkBody(_Body):
 
 
 class PrepareBody(_Body):
-    texts: list[str] = Field(max_length=16)
+    texts: list[str] = Field(max_length=MAX_PREPARED_TEXTS)
+    bulk: bool = False
+    """Texts of an import's next batch: embedded by `embedding.import_precision`, as its turns will be."""
 
 
 class RetrieveBody(_Body):
@@ -313,7 +323,7 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
     @v1.post("/turns/prepare", responses=errors(400, 422))
     async def prepare_turns(body: PrepareBody) -> dict[str, int]:
         """Embed texts about to be sent as turns (the proxy, while its upstream answers); nothing is stored."""
-        await manager.prepare_turns(body.texts)
+        await manager.prepare_turns(body.texts, bulk=body.bulk)
         return {"texts": len(body.texts)}
 
     @v1.post("/retrieve", response_model=None, responses=answers("array", 400, 422))

@@ -86,6 +86,7 @@ class WritePath:
         )  # a turn over max_content_bytes, logged whole and remembered in chunks (long_turns.py)
         self.recent = RecentVectors(RECENT_VECTORS)
         self.last_vector = TurnVectors()
+        self.last_imported = TurnVectors(recent=0)  # an import's: summed only into the import's next turns
         self.prepared = PreparedVectors()  # texts embedded ahead of their turn (MemoryManager.prepare_turns)
         self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
 
@@ -93,6 +94,7 @@ class WritePath:
         """Empty every cache of recent turns (words, vectors, last turn of each session): an erase does, so no
         cache in this process keeps what it took; they fill again from the next turns."""
         self.last_vector.clear()
+        self.last_imported.clear()
         self.recent.clear()
         self._last_turn.clear()
         self.prepared.clear()
@@ -268,7 +270,8 @@ class WritePath:
             key = (draft.record.namespace, draft.record.session_id)
             befores.append(self._before(draft, drafts, last_row.get(key)))
             last_row[key] = row
-        cached = [self._cached(draft, before) for draft, before in zip(drafts, befores, strict=True)]
+        cache = self.last_vector if using is self.embedder else self.last_imported  # never one model's in another's
+        cached = [self._cached(cache, draft, before) for draft, before in zip(drafts, befores, strict=True)]
         misses = list(
             dict.fromkeys(b for b, c in zip(befores, cached, strict=True) if isinstance(b, str) and c is None)
         )
@@ -279,13 +282,9 @@ class WritePath:
                 continue
             prior = own[before] if isinstance(before, int) else again[before] if hit is None else hit
             vectors[row] = with_previous(own[row], prior, weight)
-        if using is self.embedder:  # an import's int8 vectors are not summed into a later float32 turn's
-            self.last_vector.remember(
-                [
-                    ((d.record.namespace, d.record.session_id), d.record.content, v)
-                    for d, v in zip(drafts, own, strict=True)
-                ]
-            )
+        cache.remember(
+            [((d.record.namespace, d.record.session_id), d.record.content, v) for d, v in zip(drafts, own, strict=True)]
+        )
         return vectors
 
     def _before(self, draft: Draft, batch: Sequence[Draft], earlier: int | None) -> int | str | None:
@@ -299,11 +298,13 @@ class WritePath:
         before = draft.earlier[0][0] if draft.earlier else None
         return before if before and len(before) <= limit else None
 
-    def _cached(self, draft: Draft, before: int | str | None) -> np.ndarray | None:
-        """The vector of `before` alone when it is one of the last turns embedded in the draft's session."""
+    @staticmethod
+    def _cached(cache: TurnVectors, draft: Draft, before: int | str | None) -> np.ndarray | None:
+        """The vector of `before` alone when it is one of the last turns `cache`'s model embedded in the draft's
+        session."""
         if not isinstance(before, str):
             return None
-        return self.last_vector.get((draft.record.namespace, draft.record.session_id), before)
+        return cache.get((draft.record.namespace, draft.record.session_id), before)
 
     # ----- signals: novelty, session surprise, gaps --------------------------------------------------
 

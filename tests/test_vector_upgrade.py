@@ -221,6 +221,30 @@ async def test_ingest_embeds_each_batch_ahead_by_the_imports_model_unless_it_pas
         assert not tally.skipping and tally.written == 3 and importer.texts == 8
 
 
+async def test_an_import_sums_a_turn_with_its_predecessor_from_the_batch_before_without_embedding_it_again(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A session that goes on across an import's batches: its next short turn is summed with the int8 vector the
+    batch before made (kept by model, apart from the live turns'), not with one the model makes again, and gets the
+    vector an int8 store makes; a live turn in that session is summed with a float32 vector, never the import's."""
+    counting = Counting(embedder)
+    int8_made = await made_int8(tmp_path / "int8")
+    config = store_config(tmp_path / "store", upgrade_delay="PT1H")
+    async with MemoryManager.open(config, embedder=counting) as m:  # type: ignore[arg-type]
+        importer = counting.imports
+        assert importer is not None
+        for batch in (turns()[:1], turns()[1:2], turns()[2:3]):  # s1, one turn a batch
+            await m.process_turns(batch, bulk=True)
+        assert importer.texts == 3 and counting.texts == 0
+        live = await m.process_turns([TurnInput("s1", 9, "Tom: Lovely, send me a photo of it.", at=T0)])
+        assert counting.texts == 2  # its own words, and its predecessor's again in float32
+        made = await stored(m)
+    for text, (vector, model, _, _) in made.items():
+        if model == INT8:
+            assert np.allclose(vector, int8_made[text][0], atol=1e-6), text
+    assert live[0].saved and made["Tom: Lovely, send me a photo of it."][1] == FLOAT32
+
+
 async def test_the_background_task_upgrades_while_no_one_writes(tmp_path: Path, embedder: Embedder) -> None:
     before = await made_int8(tmp_path / "store")
     eager = store_config(tmp_path / "store", upgrade_delay="PT0.2S", upgrade_batch="2")

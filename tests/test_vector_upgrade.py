@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -161,18 +162,24 @@ class Counting:
         return await self.inner.embed(texts)
 
 
+@contextlib.asynccontextmanager
+async def counted_store(data_dir: Path, embedder: Embedder) -> AsyncIterator[tuple[MemoryManager, Counting, Counting]]:
+    """A store opened with `embedder` counted: (manager, the write path's model, the import's model)."""
+    counting = Counting(embedder)
+    config = store_config(data_dir, upgrade_delay="PT1H")
+    async with MemoryManager.open(config, embedder=counting) as m:
+        assert counting.imports is not None
+        yield m, counting, counting.imports
+
+
 async def test_an_imports_next_batch_prepared_ahead_is_taken_by_its_bulk_turns_only(
     tmp_path: Path, embedder: Embedder
 ) -> None:
     """`prepare_turns(..., bulk=True)` (ingest, while the batch before commits) embeds by the import's int8 model: a
     bulk turn takes that vector and embeds nothing, a live turn with the same words never takes an int8 vector; a
     phatic text is not prepared, as its turn is not embedded."""
-    counting = Counting(embedder)
     int8_made = await made_int8(tmp_path / "int8")
-    config = store_config(tmp_path / "store", upgrade_delay="PT1H")
-    async with MemoryManager.open(config, embedder=counting) as m:  # type: ignore[arg-type]
-        importer = counting.imports
-        assert importer is not None
+    async with counted_store(tmp_path / "store", embedder) as (m, counting, importer):
         texts = [text for _, text in TURNS[:5]]
         await m.prepare_turns([*texts, "ok thanks"], bulk=True)
         assert importer.texts == 5 and counting.texts == 0
@@ -198,12 +205,8 @@ async def test_ingest_embeds_each_batch_ahead_by_the_imports_model_unless_it_pas
     """`prepared_ahead` (agent-memory ingest, bench_ingest): a batch is handed over once its texts are embedded
     and the next batch's are on their way, so its turns embed nothing; while a resumed import passes over stored
     turns (`Tally.skipping`), nothing is embedded ahead."""
-    counting = Counting(embedder)
-    config = store_config(tmp_path / "store", upgrade_delay="PT1H")
     batches = [turns()[:3], turns()[3:5]]  # the five short turns, a session a batch
-    async with MemoryManager.open(config, embedder=counting) as m:  # type: ignore[arg-type]
-        importer = counting.imports
-        assert importer is not None
+    async with counted_store(tmp_path / "store", embedder) as (m, _, importer):
         embedded_when_handed = []
         async with contextlib.aclosing(prepared_ahead(m, iter(batches))) as ready:
             async for batch in ready:
@@ -227,12 +230,8 @@ async def test_an_import_sums_a_turn_with_its_predecessor_from_the_batch_before_
     """A session that goes on across an import's batches: its next short turn is summed with the int8 vector the
     batch before made (kept by model, apart from the live turns'), not with one the model makes again, and gets the
     vector an int8 store makes; a live turn in that session is summed with a float32 vector, never the import's."""
-    counting = Counting(embedder)
     int8_made = await made_int8(tmp_path / "int8")
-    config = store_config(tmp_path / "store", upgrade_delay="PT1H")
-    async with MemoryManager.open(config, embedder=counting) as m:  # type: ignore[arg-type]
-        importer = counting.imports
-        assert importer is not None
+    async with counted_store(tmp_path / "store", embedder) as (m, counting, importer):
         for batch in (turns()[:1], turns()[1:2], turns()[2:3]):  # s1, one turn a batch
             await m.process_turns(batch, bulk=True)
         assert importer.texts == 3 and counting.texts == 0

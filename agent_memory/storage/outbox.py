@@ -173,8 +173,10 @@ class Projector:
             await asyncio.sleep(delay.total_seconds())
 
     async def drain(self) -> int:
-        """Apply every pending outbox row (its vector part first, then its graph part) and derive every pending
-        memory's keywords; returns how many outbox rows were applied."""
+        """Apply every outbox row pending when it starts (its vector part first, then its graph part) and derive
+        every pending memory's keywords; returns how many outbox rows were applied. Rows written while it applies
+        a part batch are left to the next drain: taking them at once would cost a graph transaction (a Kuzu
+        checkpoint) for the few rows a stream of writes adds meanwhile, and their notify has woken the task."""
         if not self._lock.locked() and await self._all_done.holds():  # nothing to apply is the common case
             return 0
         applied = 0
@@ -183,6 +185,8 @@ class Projector:
             while items := await self._records.pending_outbox(self._batch):
                 await self._apply_graph(items)
                 applied += len(items)
+                if len(items) < self._batch:  # that was all that was pending
+                    break
             if applied:
                 await self.recount()
         self.applied += applied

@@ -316,6 +316,19 @@ def test_the_bar_rises_only_where_nearly_every_turn_clears_it() -> None:
     assert off.bar("x") == 0.0
 
 
+def test_the_bar_is_numpys_quantile() -> None:
+    import numpy as np
+
+    from agent_memory.policy.habituation import quantile
+
+    rng = np.random.default_rng(7)
+    for size in (1, 2, 3, 20, 21, 199, 200):
+        for q in (0.0, 0.05, 0.3, 1.0 - 0.7, 0.5, 0.75, 0.999):
+            values = rng.random(size).tolist()
+            values[: size // 3] = [round(v, 1) for v in values[: size // 3]]  # ties, as 1.0 for fast-path turns
+            assert quantile(values, q) == float(np.quantile(values, q)), (size, q)
+
+
 async def test_a_namespace_of_rich_turns_keeps_at_most_its_share(judging_config: Config, embedder: Embedder) -> None:
     people = ["Ines", "Tomas", "Priya", "Kenji", "Amara", "Lucas", "Sofia", "Omar"]
     places = ["Berlin", "Lisbon", "Osaka", "Lagos", "Quito", "Oslo", "Perth", "Cairo", "Porto", "Lima"]

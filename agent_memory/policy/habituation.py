@@ -9,10 +9,9 @@ reached, when that is above the fixed one. In a conversation where few turns cle
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from collections.abc import Iterable
-
-import numpy as np
+from collections.abc import Iterable, Sequence
 
 from agent_memory.config import SaveConfig
 
@@ -42,7 +41,19 @@ class KeepShare:
         scores = self._scores.get(namespace)
         if self.share >= 1.0 or scores is None or len(scores) < min(MIN_SCORES, self.window):
             return 0.0
-        return float(np.quantile(np.fromiter(scores, dtype=float), 1.0 - self.share))
+        return quantile(scores, 1.0 - self.share)
 
     def record(self, namespace: str, score: float) -> None:
         self._scores.setdefault(namespace, deque(maxlen=self.window)).append(score)
+
+
+def quantile(values: Iterable[float], q: float) -> float:
+    """`numpy.quantile(values, q)` for 0 <= q < 1 (its default, linear method, its interpolation) in plain Python:
+    the bar is asked once a turn, of a window of 200 scores, and numpy's own overhead was some 10% of an import's
+    event loop."""
+    ordered: Sequence[float] = sorted(values)
+    virtual = (len(ordered) - 1) * q
+    below = math.floor(virtual)
+    low, high = ordered[below], ordered[min(below + 1, len(ordered) - 1)]
+    t, difference = virtual - below, high - low
+    return high - difference * (1 - t) if t >= 0.5 else low + difference * t  # numpy's _lerp

@@ -423,9 +423,9 @@ class MemoryManager(ReadPath):
         self._inflight.update(keys)
         try:
             await self.recovery.adopt(keys)  # a key whose commit failed earlier is indexed now, and so taken
-            for key in keys:
-                if await self.records.turn_exists(*key):
-                    raise DuplicateTurn(*key)
+            stored = await self.records.stored_turns(keys)
+            if taken := next((key for key in keys if key in stored), None):
+                raise DuplicateTurn(*taken)
         except BaseException:
             self._inflight.difference_update(keys)
             raise

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import MemoryManager, StoreLocked
+from agent_memory import MemoryManager, StoreLocked, TurnInput
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.storage.lock import OwnerLock
@@ -293,3 +293,18 @@ async def test_a_stream_of_writes_reaches_the_graph_in_whole_batches_and_a_pause
             stalls,
         )
         assert set(kept) <= await manager.graph.memory_ids()
+
+
+async def test_the_projectors_graph_rows_are_what_a_rebuild_reads(manager: MemoryManager) -> None:
+    """The graph rows the projector reads for a batch (each memory's session predecessor in one query) are the ones
+    a rebuild reads for the whole store, for sessions written interleaved and out of order."""
+    turns = [
+        TurnInput(f"s{n % 3}", 10 - n // 3, f"Order {n}: the crate for Ada Lovelace shipped to Porto.")
+        for n in range(21)
+    ]
+    for start in range(0, len(turns), 5):
+        await manager.process_turns(turns[start : start + 5])
+    rebuilt = {m.memory_id: m for m in await manager.records.all_graph_memories()}
+    batched = {m.memory_id: m for m in await manager.records.graph_memories(list(rebuilt))}
+    assert len(rebuilt) == 21 and batched == rebuilt
+    assert sum(m.previous_in_session is not None for m in batched.values()) == 18  # all but each session's first

@@ -207,6 +207,24 @@ async def test_duplicate_turns_are_refused(manager: MemoryManager) -> None:
         await manager.process_turns([TurnInput("s2", 0, "a b c"), TurnInput("s2", 0, "d e f")])
 
 
+async def test_a_batch_naming_a_stored_turn_is_refused_whole_and_the_error_names_that_turn(
+    manager: MemoryManager,
+) -> None:
+    await manager.process_turns([TurnInput("s1", 3, "the stored one"), TurnInput("s1", 4, "and another")])
+    batch = [
+        TurnInput("s1", 2, "new, before it"),
+        TurnInput("s1", 4, "sent again"),
+        TurnInput("s1", 3, "sent again too"),
+        TurnInput("s1", 3, "new in another namespace", namespace="other"),
+    ]
+    with pytest.raises(DuplicateTurn) as refused:
+        await manager.process_turns(batch)
+    assert (refused.value.namespace, refused.value.session_id, refused.value.turn_number) == ("default", "s1", 4)
+    assert (await manager.stats())["records"]["turns"] == 2  # nothing of the batch was written
+    written = await manager.process_turns([batch[0], batch[3]])  # the same keys, free, are taken
+    assert [r.saved for r in written] == [True, True]
+
+
 async def test_concurrent_duplicates_are_refused_once(manager: MemoryManager) -> None:
     outcomes = await asyncio.gather(
         *(manager.process_turn("s9", 0, f"racing writer {i}") for i in range(4)), return_exceptions=True

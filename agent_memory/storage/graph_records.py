@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent_memory.models import GraphMemory, Media, Memory, MemoryId, MemoryType
 
+ID_CHUNK = 500  # ids a query names at most (SQLite allows 32,766 parameters; other queries here use 500 too)
+
 
 class GraphQueries:
     if TYPE_CHECKING:  # provided by SqliteRecords and its other mixins
@@ -25,33 +27,52 @@ class GraphQueries:
     async def graph_memories(self, memory_ids: Sequence[str]) -> list[GraphMemory]:
         memories = await self.get_memories(memory_ids)
         links = await self.links_from(list(memories))
-        result = []
-        for memory in memories.values():
-            previous = await self._previous_in_session(memory)
-            result.append(
-                GraphMemory(
-                    memory_id=memory.memory_id,
-                    namespace=memory.namespace,
-                    memory_type=memory.memory_type,
-                    created_at=memory.created_at,
-                    session_id=memory.session_id,
-                    previous_in_session=previous,
-                    entities=memory.entities,
-                    attached_to=await self._attached_to(memory),
-                    links=links.get(memory.memory_id, ()),
-                )
+        previous = await self._previous_in_session(list(memories))
+        attached = await self._attached_to([m for m in memories.values() if m.media is Media.IMAGE])
+        return [
+            GraphMemory(
+                memory_id=memory.memory_id,
+                namespace=memory.namespace,
+                memory_type=memory.memory_type,
+                created_at=memory.created_at,
+                session_id=memory.session_id,
+                previous_in_session=previous.get(memory.memory_id) if memory.session_id is not None else None,
+                entities=memory.entities,
+                attached_to=attached.get(memory.memory_id),
+                links=links.get(memory.memory_id, ()),
             )
-        return result
+            for memory in memories.values()
+        ]
 
-    async def _attached_to(self, memory: Memory) -> MemoryId | None:
-        """For an image shared in a turn: the memory that turn's text became, if it was kept."""
-        if memory.media is not Media.IMAGE or memory.source_turn_id is None:
-            return None
-        rows = await self._fetch(
-            "SELECT memory_id FROM memories WHERE source_turn_id = ? AND media = 'text' AND generation = 0 LIMIT 1",
-            (memory.source_turn_id,),
-        )
-        return MemoryId(rows[0][0]) if rows else None
+    async def _previous_in_session(self, memory_ids: Sequence[str]) -> dict[str, MemoryId]:
+        """The memory just before each one in its session (any media), where there is one: one query a few hundred
+        memories, not one a memory."""
+        found: dict[str, MemoryId] = {}
+        for start in range(0, len(memory_ids), ID_CHUNK):
+            chunk = memory_ids[start : start + ID_CHUNK]
+            rows = await self._fetch(
+                "SELECT m.memory_id, (SELECT p.memory_id FROM memories p WHERE p.namespace = m.namespace "
+                "AND p.session_id = m.session_id AND p.turn_number < m.turn_number "
+                "ORDER BY p.turn_number DESC LIMIT 1) FROM memories m "
+                f"WHERE m.memory_id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            found.update((str(r[0]), MemoryId(r[1])) for r in rows if r[1] is not None)
+        return found
+
+    async def _attached_to(self, images: Sequence[Memory]) -> dict[str, MemoryId]:
+        """For each image shared in a turn: the memory that turn's text became, if it was kept."""
+        found: dict[str, MemoryId] = {}
+        for image in images:
+            if image.source_turn_id is None:
+                continue
+            rows = await self._fetch(
+                "SELECT memory_id FROM memories WHERE source_turn_id = ? AND media = 'text' AND generation = 0 LIMIT 1",
+                (image.source_turn_id,),
+            )
+            if rows:
+                found[image.memory_id] = MemoryId(rows[0][0])
+        return found
 
     async def all_graph_memories(self) -> list[GraphMemory]:
         """Every memory as the graph projects it, in one pass (a window function finds NEXT; images stand outside
@@ -82,14 +103,3 @@ class GraphQueries:
             )
             for r in rows
         ]
-
-    async def _previous_in_session(self, memory: Memory) -> MemoryId | None:
-        if memory.session_id is None:
-            return None
-        rows = await self._fetch(
-            "SELECT p.memory_id FROM memories p, memories m WHERE m.memory_id = ? "
-            "AND p.namespace = m.namespace AND p.session_id = m.session_id "
-            "AND p.turn_number < m.turn_number ORDER BY p.turn_number DESC LIMIT 1",
-            (memory.memory_id,),
-        )
-        return MemoryId(rows[0][0]) if rows else None

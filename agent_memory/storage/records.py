@@ -27,7 +27,7 @@ from agent_memory.storage.context_records import ContextQueries
 from agent_memory.storage.digest_records import DigestQueries
 from agent_memory.storage.fact_records import FactQueries
 from agent_memory.storage.graph_records import GraphQueries
-from agent_memory.storage.inserts import insert_image, insert_turn
+from agent_memory.storage.inserts import Inserts
 from agent_memory.storage.keyword_projection import KeywordProjection
 from agent_memory.storage.outbox_records import OutboxQueries
 from agent_memory.storage.outcome_records import OutcomeQueries
@@ -174,6 +174,20 @@ class SqliteRecords(
         )
         return bool(rows)
 
+    async def stored_turns(self, keys: Sequence[tuple[str, str, int]]) -> set[tuple[str, str, int]]:
+        """Which of these (namespace, session id, turn number) keys a turn row holds: one query a few hundred keys."""
+        found: set[tuple[str, str, int]] = set()
+        for start in range(0, len(keys), 300):
+            chunk = keys[start : start + 300]
+            rows = await self._fetch(
+                f"SELECT t.namespace, t.session_id, t.turn_number FROM (VALUES {','.join(['(?, ?, ?)'] * len(chunk))}) "
+                "AS k JOIN turns AS t ON t.namespace = k.column1 AND t.session_id = k.column2 "
+                "AND t.turn_number = k.column3",  # a join: `(…) IN (VALUES …)` scans the whole index
+                [value for key in chunk for value in key],
+            )
+            found.update((str(r[0]), str(r[1]), int(r[2])) for r in rows)
+        return found
+
     async def memories_before(
         self, namespace: str, session_id: str, turn_number: int, limit: int
     ) -> list[tuple[str, bytes | None]]:
@@ -234,17 +248,21 @@ class SqliteRecords(
     ) -> None:
         """Turn rows, memories, entities, decisions and outbox rows: all or nothing. `recovery_start` (the
         journal's low water) is where recovery reads the log from if the process dies after this commit."""
+        rows = Inserts()
+        for commit in commits:
+            rows.turn(commit, now)
         async with self.transaction() as db:
-            for commit in commits:
-                await insert_turn(db, commit, now)
+            await rows.write(db)
             if recovery_start is not None:
                 await set_recovery_start(db, recovery_start)
 
     async def commit_images(self, images: Sequence[ImageCommit], *, now: datetime) -> None:
         """Image memories not attached to a turn, with their outbox rows: all or nothing."""
+        rows = Inserts()
+        for image in images:
+            rows.image(image, now)
         async with self.transaction() as db:
-            for image in images:
-                await insert_image(db, image, now)
+            await rows.write(db)
 
     # ----- memories ----------------------------------------------------------------------------------
 

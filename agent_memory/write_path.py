@@ -155,6 +155,7 @@ class WritePath:
         now = self.clock()
         groups = images or [()] * len(records)
         embedding = embedding or self.start_embedding(records, bulk=bulk)
+        previous = await self._previous_turns(records)  # long turns too: a short turn after one stands alone
         using = self.importer if bulk else self.embedder
         long = [i for i, r in enumerate(records) if self.long_turns.is_long(r.content)]
         short = [i for i in range(len(records)) if i not in set(long)] if long else list(range(len(records)))
@@ -165,7 +166,7 @@ class WritePath:
         )
         try:
             commits, results, drafts = await self._judged(
-                *_rows(short, records, positions, groups), embedding, now, using
+                *_rows(short, records, positions, groups), [previous[i] for i in short], embedding, now, using
             )
             built = await chunked if chunked is not None else []
         except BaseException:
@@ -186,16 +187,19 @@ class WritePath:
         records: Sequence[LogRecord],
         positions: Sequence[LogPosition],
         groups: Sequence[Sequence[StoredImage]],
+        previous: Sequence[str | None],
         embedding: asyncio.Task[np.ndarray],
         now: datetime,
         using: Embedder,
     ) -> tuple[list[TurnCommit], list[TurnResult], list[Draft]]:
-        """The commits and results of turns that are not long, judged and built, not yet committed."""
+        """The commits and results of turns that are not long, judged and built, not yet committed; `previous`:
+        the words of the turn logged just before each in its session (`_previous_turns`)."""
         if not records:
             await embedding  # of no text: nothing to wait for but the task itself
             return [], [], []
         drafts = await asyncio.to_thread(lambda: [self._draft(r) for r in records])
-        await self._previous_turns(drafts)
+        for draft, before in zip(drafts, previous, strict=True):
+            draft.previous = before
         gaps = await self._read_ahead(drafts, now)
         open_drafts = [d for d in drafts if not d.phatic]
         for draft, vector in zip(open_drafts, await self._embed(open_drafts, await embedding, using), strict=True):
@@ -219,21 +223,22 @@ class WritePath:
         text = record.content
         return Draft(record, text_features(text), phatic(record), emotion, source, self.extractor.entities(text))
 
-    async def _previous_turns(self, drafts: Sequence[Draft]) -> None:
-        """Each turn's predecessor in its session: from this batch, the cache of each session's last
-        turn, or else the log (read through the turns table: the predecessor may not have been kept)."""
-        for draft in drafts:
-            record = draft.record
+    async def _previous_turns(self, records: Sequence[LogRecord]) -> list[str | None]:
+        """The words of the turn logged just before each one in its session, kept or not, phatic or long: from this
+        batch, the cache of each session's last turn, or else the log (read through the turns table)."""
+        found: list[str | None] = []
+        for record in records:
             key = (record.namespace, record.session_id)
             cached = self._last_turn.get(key)
             if cached is not None and cached[0] < record.turn_number:
-                draft.previous = cached[1]
+                found.append(cached[1])
             else:
                 row = await self.records.previous_turn(record.namespace, record.session_id, record.turn_number)
-                draft.previous = (await self.journal.read(row.position)).content if row else None
+                found.append((await self.journal.read(row.position)).content if row else None)
             if len(self._last_turn) >= LAST_TURNS:
                 self._last_turn.clear()
             self._last_turn[key] = (record.turn_number, record.content)
+        return found
 
     async def _read_ahead(self, drafts: Sequence[Draft], now: datetime) -> dict[str, list[tuple[str, np.ndarray]]]:
         """What the signals need from SQLite, read while the model works: for each turn that is not phatic, the
@@ -257,54 +262,50 @@ class WritePath:
     async def _embed(self, drafts: Sequence[Draft], own: np.ndarray, using: Embedder) -> np.ndarray:
         """Each turn's vector (phatic turns are not given), from `own`, the model's vector of each turn's text
         alone. A short turn after a short one in its session gets the sum of both turns' embeddings,
-        re-normalised, so "It is bright orange" is found by what "it" was. The one before is an earlier turn of
-        this batch or one of the session's last turns in the cache; only a miss (the first turn after a restart)
-        goes through the model again.
+        re-normalised, so "It is bright orange" is found by what "it" was. The one before is the turn logged just
+        before it (`_before`): an earlier turn of this batch, one of the session's last turns in the cache, or else
+        (a phatic turn, the first turn after a restart) its words go through the model again.
 
         Summing the two vectors replaced embedding the two texts joined: half the text goes through the model,
         and on LoCoMo dev (2,048 tokens) evidence recall went 0.846 -> 0.859 on the judged store and 0.868 ->
         0.867 keeping every turn; see docs/benchmarks.md."""
-        befores: list[int | str | None] = []
-        last_row: dict[tuple[str, str], int] = {}  # each session's latest turn so far in this batch
-        for row, draft in enumerate(drafts):
-            key = (draft.record.namespace, draft.record.session_id)
-            befores.append(self._before(draft, drafts, last_row.get(key)))
-            last_row[key] = row
         cache = self.last_vector if using is self.embedder else self.last_imported  # never one model's in another's
-        cached = [self._cached(cache, draft, before) for draft, before in zip(drafts, befores, strict=True)]
-        misses = list(
-            dict.fromkeys(b for b, c in zip(befores, cached, strict=True) if isinstance(b, str) and c is None)
-        )
+        rows: dict[tuple[tuple[str, str], str], int] = {}  # (session, words) of this batch's turns so far -> row
+        priors: list[int | np.ndarray | str | None] = []  # a row of `own`, a cached vector, or words to embed
+        for row, draft in enumerate(drafts):
+            session = (draft.record.namespace, draft.record.session_id)
+            before = self._before(draft)
+            if before is None:
+                priors.append(None)
+            elif (session, before) in rows:
+                priors.append(rows[(session, before)])
+            else:
+                hit = cache.get(session, before)
+                priors.append(hit if hit is not None else before)
+            rows[(session, draft.record.content)] = row
+        misses = list(dict.fromkeys(p for p in priors if isinstance(p, str)))
         again = dict(zip(misses, await using.embed(misses), strict=True)) if misses else {}
         vectors, weight = own.copy(), self.config.embedding.previous_weight
-        for row, (before, hit) in enumerate(zip(befores, cached, strict=True)):
-            if before is None:
+        for row, prior in enumerate(priors):
+            if prior is None:
                 continue
-            prior = own[before] if isinstance(before, int) else again[before] if hit is None else hit
-            vectors[row] = with_previous(own[row], prior, weight)
+            vector = own[prior] if isinstance(prior, int) else again[prior] if isinstance(prior, str) else prior
+            vectors[row] = with_previous(own[row], vector, weight)
         cache.remember(
             [((d.record.namespace, d.record.session_id), d.record.content, v) for d, v in zip(drafts, own, strict=True)]
         )
         return vectors
 
-    def _before(self, draft: Draft, batch: Sequence[Draft], earlier: int | None) -> int | str | None:
-        """The turn a short turn is embedded with: `earlier`, the row in `batch` of its session's turn before it,
-        else the text of the session's latest memory before it; None for a long turn or a long predecessor."""
+    def _before(self, draft: Draft) -> str | None:
+        """The words a short turn is embedded with: those of the turn logged just before it in its session (kept or
+        not), when that one is short too; None for a long turn, a note, or a session's first turn. Reembed and the
+        vector upgrade apply the same rule (reembed.py, `embed_as_written`), so a vector does not depend on how the
+        turns were batched, nor on which of them were kept."""
         record, limit = draft.record, self.config.embedding.with_previous_max_chars
         if len(record.content) > limit or record.note is not None:  # a note stands alone: no neighbour's words
             return None
-        if earlier is not None:
-            return earlier if len(batch[earlier].record.content) <= limit else None
-        before = draft.earlier[0][0] if draft.earlier else None
-        return before if before and len(before) <= limit else None
-
-    @staticmethod
-    def _cached(cache: TurnVectors, draft: Draft, before: int | str | None) -> np.ndarray | None:
-        """The vector of `before` alone when it is one of the last turns `cache`'s model embedded in the draft's
-        session."""
-        if not isinstance(before, str):
-            return None
-        return cache.get((draft.record.namespace, draft.record.session_id), before)
+        before = draft.previous
+        return before if before is not None and len(before) <= limit else None
 
     # ----- signals: novelty, session surprise, gaps --------------------------------------------------
 

@@ -27,6 +27,7 @@ from agent_memory.interfaces.routing import LocalStore
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 from agent_memory.reembed import embed_as_written
+from agent_memory.scoring import with_previous
 from agent_memory.storage.outbox import TEXT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,6 +142,49 @@ async def test_a_bulk_import_stores_what_the_int8_document_model_stores(tmp_path
             assert model == FLOAT32
         elif text in dict(TURNS).values():  # the long turn's chunks are embedded by the chunker, in float32
             assert model == INT8 and np.allclose(vector, int8_made[text][0], atol=1e-6), text
+
+
+SAID = [  # a phatic turn is not kept, and the one after it is embedded with it; a turn after a long one stands alone
+    ("s1", "Priya: I started learning the cello last month."),
+    ("s1", "Thanks!"),
+    ("s1", "It is bright orange, the new cello case."),
+    ("s1", "Tom: " + "The movers said the piano goes first, then the boxes of sheet music. " * 10),
+    ("s1", "Priya: Is it heavy to carry?"),
+    ("s1", "Tom: Not very."),
+]
+
+
+async def test_a_turns_vector_is_the_same_however_the_turns_were_batched_and_as_the_upgrade_makes_it(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A short turn is summed with the turn logged just before it in its session, kept or not: one batch, one turn a
+    call and an int8 import upgraded to float32 give the same vectors (reembed's rule, `embed_as_written`)."""
+    said = [TurnInput(session, n, text, at=T0) for n, (session, text) in enumerate(SAID)]
+    async with MemoryManager.open(store_config(tmp_path / "one"), embedder=embedder) as manager:
+        await manager.process_turns(said)
+        batched = await stored(manager)
+    async with MemoryManager.open(store_config(tmp_path / "each"), embedder=embedder) as manager:
+        for turn in said:
+            await manager.process_turns([turn])
+        alone = await stored(manager)
+    quick = make_embedder(store_config(tmp_path / "int8", document_precision="int8"))
+    try:
+        async with MemoryManager.open(store_config(tmp_path / "int8", document_precision="int8"), embedder=quick) as m:
+            await m.process_turns(said[:3], bulk=True)
+            await m.process_turns(said[3:], bulk=True)
+    finally:
+        await quick.aclose()
+    async with MemoryManager.open(store_config(tmp_path / "int8", upgrade_delay="PT1H"), embedder=embedder) as manager:
+        assert await manager.vector_upgrade.catch_up() == len(SAID) - 1
+        upgraded = await stored(manager)
+    assert len(batched) == len(SAID) - 1 and "Thanks!" not in batched  # the phatic turn is no memory
+    for text, (vector, *_) in batched.items():
+        assert np.allclose(vector, alone[text][0], atol=1e-5) and np.allclose(vector, upgraded[text][0], atol=1e-5)
+    own = await embedder.embed([text for _, text in SAID])
+    weight = store_config(tmp_path / "one").embedding.previous_weight
+    assert np.allclose(batched[SAID[2][1]][0], with_previous(own[2], own[1], weight), atol=1e-5)  # with "Thanks!"
+    assert np.allclose(batched[SAID[4][1]][0], own[4], atol=1e-5)  # after a long turn: alone
+    assert np.allclose(batched[SAID[5][1]][0], with_previous(own[5], own[4], weight), atol=1e-5)
 
 
 class Counting:

@@ -55,10 +55,10 @@ turns of a new user are neither novel nor familiar (they would otherwise all tak
 class TurnVectors:
     """The vectors of each session's last few turns, each embedded alone, by their text.
 
-    A short turn is embedded with the session's latest *memory*, which is not the latest turn when that one was not
-    kept (a third of LoCoMo's turns): with one slot a session, that older turn went through the model a second time.
-    At most `per_session` turns a session and `limit` vectors in all (15 MiB at 384 dimensions); when full, the
-    cache is cleared, and a miss costs one more pass through the model."""
+    A short turn is embedded with the turn logged just before it in its session (write_path.py, `_before`), looked
+    up here by its words; a phatic one was not embedded, and goes through the model. At most `per_session` turns a
+    session and `limit` vectors in all (15 MiB at 384 dimensions); when full, the cache is cleared, and a miss costs
+    one more pass through the model."""
 
     def __init__(self, per_session: int = 4, limit: int = 10_000, recent: int = 64) -> None:
         self.per_session, self.sessions, self.recent_limit = per_session, max(1, limit // per_session), recent

@@ -114,10 +114,10 @@ class ReembedQueries:
         return replaced
 
     async def vector_followers(self, erased_turns: set[str], erased_memories: set[str]) -> list[VectorSource]:
-        """The memories whose vector may hold an erased turn's: a short turn is embedded with the one before it
-        (write_path.py), which bulk ingest takes from the log and a live turn from the session's latest memory. So
-        after each erased turn, the memories of the first later turn that holds any (the turns between hold none to
-        embed again); each comes with the turn that now precedes it (`before`: the nearest earlier turn not erased),
+        """The memories whose vector may hold an erased turn's: a short turn is embedded with the turn logged just
+        before it (write_path.py, `_before`). So after each erased turn, the memories of the first later turn that
+        holds any (the turns between hold none to embed again; when that turn is not the next one, its vector is
+        made again as it was, a superset kept for the stores written before 2026-12-05's rule); each comes with the turn that now precedes it (`before`: the nearest earlier turn not erased),
         so its vector can be made as if the erased turn had never been said. Erased memories, notes, chunks and
         derived memories are left out."""
         if not erased_turns:

@@ -284,11 +284,12 @@ async def test_a_short_reply_is_stored_with_the_sum_of_both_turns_however_it_arr
     assert float(expected[reply] @ own[1]) < 0.99  # the sum really differs from the reply alone
 
 
-async def test_a_reply_after_a_turn_not_kept_reuses_the_cached_vector_of_the_memory_before(
+async def test_a_reply_after_a_turn_not_kept_is_summed_with_that_turn_from_the_cache(
     judging_config: Config, embedder: Embedder
 ) -> None:
-    """A short turn is embedded with the session's latest memory; when the turn just before was not kept, that
-    memory is an older turn, whose vector the session's cache still holds: nothing goes through the model twice."""
+    """A short turn is embedded with the turn logged just before it, kept or not (what reembed and the vector
+    upgrade make again); when that turn was not kept, the session's cache still holds its vector: nothing goes
+    through the model twice."""
     first, filler = "Guess what, I finally bought a kayak!", "Haha yeah, that sounds about right."
     reply = "It is bright orange and cost me 300 euros."
     counting, config = Counting(embedder), judging_config
@@ -297,8 +298,8 @@ async def test_a_reply_after_a_turn_not_kept_reuses_the_cached_vector_of_the_mem
         assert [r.saved for r in results] == [True, False, True]
         ((blob, _),) = (await m.records.embeddings([results[2].memory_id or ""])).values()
     assert counting.texts == [first, filler, reply]
-    own = await embedder.embed([first, reply])
-    summed = own[0] + config.embedding.previous_weight * own[1]
+    own = await embedder.embed([filler, reply])
+    summed = own[1] + config.embedding.previous_weight * own[0]
     assert float(np.frombuffer(blob, dtype="<f4") @ (summed / np.linalg.norm(summed))) > 0.9999
 
 

@@ -117,8 +117,9 @@ class ReembedQueries:
         """The memories whose vector may hold an erased turn's: a short turn is embedded with the turn logged just
         before it (write_path.py, `_before`). So after each erased turn, the memories of the first later turn that
         holds any (the turns between hold none to embed again; when that turn is not the next one, its vector is
-        made again as it was, a superset kept for the stores written before 2026-12-05's rule); each comes with the turn that now precedes it (`before`: the nearest earlier turn not erased),
-        so its vector can be made as if the erased turn had never been said. Erased memories, notes, chunks and
+        made again as it was: a superset, for stores written before that rule, when a turn took the session's
+        latest memory); each comes with the turn that now precedes it (`before`: the nearest earlier turn not
+        erased), so its vector can be made as if the erased turn had never been said. Erased memories, notes, chunks and
         derived memories are left out."""
         if not erased_turns:
             return []

@@ -155,7 +155,6 @@ class WritePath:
         now = self.clock()
         groups = images or [()] * len(records)
         embedding = embedding or self.start_embedding(records, bulk=bulk)
-        previous = await self._previous_turns(records)  # long turns too: a short turn after one stands alone
         using = self.importer if bulk else self.embedder
         long = [i for i, r in enumerate(records) if self.long_turns.is_long(r.content)]
         short = [i for i in range(len(records)) if i not in set(long)] if long else list(range(len(records)))
@@ -165,11 +164,13 @@ class WritePath:
             else None
         )
         try:
+            previous = await self._previous_turns(records)  # long turns too: a short turn after one stands alone
             commits, results, drafts = await self._judged(
                 *_rows(short, records, positions, groups), [previous[i] for i in short], embedding, now, using
             )
             built = await chunked if chunked is not None else []
         except BaseException:
+            embedding.cancel()  # no one waits for it now (done already: nothing happens)
             if chunked is not None:
                 chunked.cancel()
             raise

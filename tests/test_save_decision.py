@@ -316,6 +316,37 @@ def test_the_bar_rises_only_where_nearly_every_turn_clears_it() -> None:
     assert off.bar("x") == 0.0
 
 
+def test_vader_through_windows_scores_as_vader() -> None:
+    """The emotion scorer's VADER reads each word's neighbours from a slice (cognition/emotion.py): the same scores
+    as VADER itself, for its negations, idioms, boosters, capitals and "but", in short texts and long shuffled ones."""
+    import random
+
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    from agent_memory.cognition.emotion import _windowed_vader
+
+    texts = [
+        "I am not happy with this at all.",
+        "It was never so good, without doubt the best day.",
+        "The food was kind of bland but the staff were GREAT!!",
+        "That concert was the bomb, I loved it.",
+        "He can't cut the mustard; at least he tried, no really, no good.",
+        "Honestly it is sort of okay, not the worst, hardly terrible.",
+        "Nobody said it was easy. Nor was it fun, yet it was not bad either :)",
+        "I think it was the kiss of death for the plan, and for her a broken heart.",
+        "So we said it is to die for, yeah right, and then we went home.",
+        "Wow.",
+        "",
+    ]
+    rng = random.Random(5)
+    words = " ".join(texts).split()
+    texts += [" ".join(rng.choices(words, k=size)) for size in (40, 200, 900)]
+    plain, windowed = SentimentIntensityAnalyzer(), _windowed_vader()
+    for text in texts:
+        assert windowed.polarity_scores(text) == plain.polarity_scores(text), text[:60]
+    assert plain.polarity_scores(texts[0])["compound"] < 0 < plain.polarity_scores(texts[3])["compound"]
+
+
 def test_the_bar_is_numpys_quantile() -> None:
     import numpy as np
 

@@ -139,9 +139,11 @@ async def _ingest_batch(store: Store, batch: list[TurnInput], tally: Tally, *, r
 
 async def _write_new(store: Store, batch: list[TurnInput], tally: Tally, *, resume: bool) -> None:
     if resume and isinstance(store, LocalStore):
-        stored = [await _stored(store, t) for t in batch]
-        tally.skipped += sum(stored)
-        batch = [t for t, known in zip(batch, stored, strict=True) if not known]
+        keys = [(t.namespace, t.session_id, t.turn_number) for t in batch]
+        stored = await store.manager.records.stored_turns(keys)  # one query for the batch
+        fresh = [t for t, key in zip(batch, keys, strict=True) if key not in stored]
+        tally.skipped += len(batch) - len(fresh)
+        batch = fresh
     if not batch:
         return
     started = time.perf_counter()
@@ -166,10 +168,6 @@ async def _one_at_a_time(store: Store, batch: Sequence[TurnInput], tally: Tally)
             tally.skipped += 1
             continue
         tally.add(results, time.perf_counter() - started)
-
-
-async def _stored(store: LocalStore, turn: TurnInput) -> bool:
-    return await store.manager.records.turn_exists(turn.namespace, turn.session_id, turn.turn_number)
 
 
 def summary(tally: Tally, config: Config, seconds: float) -> str:

@@ -72,12 +72,11 @@ class LogRecovery:
 
         async def sort_out() -> None:
             known = await self._records.known_turn_ids(r.turn_id for _, r in chunk)
-            for position, record in chunk:
-                if record.turn_id in known or record.turn_id in shadowed:
-                    continue
+            unknown = [(p, r) for p, r in chunk if r.turn_id not in known and r.turn_id not in shadowed]
+            stored = await self._records.stored_turns([key_of(r) for _, r in unknown])  # one query a chunk
+            for position, record in unknown:
                 key = key_of(record)
-                taken = key in keys or await self._records.turn_exists(*key)
-                (repeats if taken else fresh).append((position, record))
+                (repeats if key in keys or key in stored else fresh).append((position, record))
                 keys.add(key)
             chunk.clear()
 

@@ -167,13 +167,6 @@ class SqliteRecords(
 
     # ----- turns -------------------------------------------------------------------------------------
 
-    async def turn_exists(self, namespace: str, session_id: str, turn_number: int) -> bool:
-        rows = await self._fetch(
-            "SELECT 1 FROM turns WHERE namespace = ? AND session_id = ? AND turn_number = ?",
-            (namespace, session_id, turn_number),
-        )
-        return bool(rows)
-
     async def stored_turns(self, keys: Sequence[tuple[str, str, int]]) -> set[tuple[str, str, int]]:
         """Which of these (namespace, session id, turn number) keys a turn row holds: one query a few hundred keys."""
         found: set[tuple[str, str, int]] = set()

@@ -13,6 +13,7 @@ become image memories in the turn's transaction, whatever the decision.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -35,6 +36,7 @@ from agent_memory.embeddings.text import Embedder
 from agent_memory.long_turns import LongTurns
 from agent_memory.models import LogPosition, LogRecord, Memory, SaveDecision, TurnResult, fresh_memory
 from agent_memory.policy.controller import TurnSignals, surprise_of
+from agent_memory.predecessors import Predecessors
 from agent_memory.save_decider import Draft, SaveDecider, phatic
 from agent_memory.scoring import nearest_gap, with_previous
 from agent_memory.storage.base import VectorStore
@@ -44,8 +46,7 @@ from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, TurnCommit, image_commit
 from agent_memory.validation import MAX_PREPARED_TEXTS
 
-LAST_TURNS = 10_000
-"""Sessions whose last turn is cached (cleared when full; a miss reads the log)."""
+log = logging.getLogger(__name__)
 
 
 class WritePath:
@@ -88,7 +89,7 @@ class WritePath:
         self.last_vector = TurnVectors()
         self.last_imported = TurnVectors(recent=0)  # an import's: summed only into the import's next turns
         self.prepared = PreparedVectors()  # texts embedded ahead of their turn (MemoryManager.prepare_turns)
-        self._last_turn: dict[tuple[str, str], tuple[int, str]] = {}
+        self.predecessors = Predecessors(records, journal)  # the turn each short turn is summed with, in any order
 
     def drop_caches(self) -> None:
         """Empty every cache of recent turns (words, vectors, last turn of each session): an erase does, so no
@@ -96,7 +97,7 @@ class WritePath:
         self.last_vector.clear()
         self.last_imported.clear()
         self.recent.clear()
-        self._last_turn.clear()
+        self.predecessors.clear()
         self.prepared.clear()
 
     def offer_question(self, text: str, vector: np.ndarray) -> None:
@@ -164,9 +165,9 @@ class WritePath:
             else None
         )
         try:
-            previous = await self._previous_turns(records)  # long turns too: a short turn after one stands alone
+            previous = await self.predecessors.of(records)  # long turns too: a short turn after one stands alone
             commits, results, drafts = await self._judged(
-                *_rows(short, records, positions, groups), [previous[i] for i in short], embedding, now, using
+                *_rows(short, records, positions, groups), [previous.words[i] for i in short], embedding, now, using
             )
             built = await chunked if chunked is not None else []
         except BaseException:
@@ -179,6 +180,7 @@ class WritePath:
             placed |= dict(zip(long, built, strict=True))
             commits, results = [placed[i][0] for i in sorted(placed)], [placed[i][1] for i in sorted(placed)]
         await self.records.commit_turns(commits, now=now, recovery_start=self.journal.low_water(excluding=positions))
+        await self._refresh_followers(previous.late, records, using, now)
         self.recent.extend((d.record.namespace, d.vector) for d in drafts if d.vector is not None and d.kept)
         self.notify()
         return results
@@ -194,7 +196,7 @@ class WritePath:
         using: Embedder,
     ) -> tuple[list[TurnCommit], list[TurnResult], list[Draft]]:
         """The commits and results of turns that are not long, judged and built, not yet committed; `previous`:
-        the words of the turn logged just before each in its session (`_previous_turns`)."""
+        the words of the turn logged just before each in its session (predecessors.py)."""
         if not records:
             await embedding  # of no text: nothing to wait for but the task itself
             return [], [], []
@@ -224,22 +226,20 @@ class WritePath:
         text = record.content
         return Draft(record, text_features(text), phatic(record), emotion, source, self.extractor.entities(text))
 
-    async def _previous_turns(self, records: Sequence[LogRecord]) -> list[str | None]:
-        """The words of the turn logged just before each one in its session, kept or not, phatic or long: from this
-        batch, the cache of each session's last turn, or else the log (read through the turns table)."""
-        found: list[str | None] = []
-        for record in records:
-            key = (record.namespace, record.session_id)
-            cached = self._last_turn.get(key)
-            if cached is not None and cached[0] < record.turn_number:
-                found.append(cached[1])
-            else:
-                row = await self.records.previous_turn(record.namespace, record.session_id, record.turn_number)
-                found.append((await self.journal.read(row.position)).content if row else None)
-            if len(self._last_turn) >= LAST_TURNS:
-                self._last_turn.clear()
-            self._last_turn[key] = (record.turn_number, record.content)
-        return found
+    async def _refresh_followers(
+        self, late: Sequence[LogRecord], records: Sequence[LogRecord], using: Embedder, now: datetime
+    ) -> None:
+        """The vectors of the logged turns just above turns that arrived late, made again (predecessors.py). The
+        turns are committed: a failure here is logged, not raised, and leaves those vectors as they were written
+        (`agent-memory reembed` makes every vector again)."""
+        if not late:
+            return
+        try:
+            await self.predecessors.refresh(
+                late, records, embed=using.embed, model=using.name, settings=self.config.embedding, now=now
+            )
+        except Exception:
+            log.exception("the vectors after %d turns that arrived late were not made again", len(late))
 
     async def _read_ahead(self, drafts: Sequence[Draft], now: datetime) -> dict[str, list[tuple[str, np.ndarray]]]:
         """What the signals need from SQLite, read while the model works: for each turn that is not phatic, the
@@ -264,16 +264,16 @@ class WritePath:
         """Each turn's vector (phatic turns are not given), from `own`, the model's vector of each turn's text
         alone. A short turn after a short one in its session gets the sum of both turns' embeddings,
         re-normalised, so "It is bright orange" is found by what "it" was. The one before is the turn logged just
-        before it (`_before`): an earlier turn of this batch, one of the session's last turns in the cache, or else
+        before it (`_before`): a turn of this batch, one of the session's last turns in the cache, or else
         (a phatic turn, the first turn after a restart) its words go through the model again.
 
         Summing the two vectors replaced embedding the two texts joined: half the text goes through the model,
         and on LoCoMo dev (2,048 tokens) evidence recall went 0.846 -> 0.859 on the judged store and 0.868 ->
         0.867 keeping every turn; see docs/benchmarks.md."""
         cache = self.last_vector if using is self.embedder else self.last_imported  # never one model's in another's
-        rows: dict[tuple[tuple[str, str], str], int] = {}  # (session, words) of this batch's turns so far -> row
+        rows = {((d.record.namespace, d.record.session_id), d.record.content): i for i, d in enumerate(drafts)}
         priors: list[int | np.ndarray | str | None] = []  # a row of `own`, a cached vector, or words to embed
-        for row, draft in enumerate(drafts):
+        for draft in drafts:
             session = (draft.record.namespace, draft.record.session_id)
             before = self._before(draft)
             if before is None:
@@ -283,7 +283,6 @@ class WritePath:
             else:
                 hit = cache.get(session, before)
                 priors.append(hit if hit is not None else before)
-            rows[(session, draft.record.content)] = row
         misses = list(dict.fromkeys(p for p in priors if isinstance(p, str)))
         again = dict(zip(misses, await using.embed(misses), strict=True)) if misses else {}
         vectors, weight = own.copy(), self.config.embedding.previous_weight

@@ -201,6 +201,15 @@ class SqliteRecords(
         )
         return turn_row(rows[0]) if rows else None
 
+    async def last_turn(self, namespace: str, session_id: str) -> TurnRow | None:
+        """The highest-numbered turn logged in a session."""
+        rows = await self._fetch(
+            "SELECT turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, checksum "
+            "FROM turns WHERE namespace = ? AND session_id = ? ORDER BY turn_number DESC LIMIT 1",
+            (namespace, session_id),
+        )
+        return turn_row(rows[0]) if rows else None
+
     async def turn_keys(self, namespace: str) -> set[tuple[str, int]]:
         """(session id, turn number) of every turn logged in `namespace`."""
         rows = await self._fetch("SELECT session_id, turn_number FROM turns WHERE namespace = ?", (namespace,))

@@ -56,6 +56,26 @@ ORDER BY m.rowid
 """
 
 
+# The text memories of the turn logged just above a given one in its session (`vectors_after`), with what the
+# write path embeds them from: that turn's place and the given turn's, as in _TARGETS.
+_AFTER = """
+SELECT m.memory_id, m.revision, m.content,
+       EXISTS (SELECT 1 FROM notes AS n WHERE n.memory_id = m.memory_id)
+           OR EXISTS (SELECT 1 FROM memory_chunks AS c WHERE c.memory_id = m.memory_id) AS alone,
+       t.segment, t.offset, t.length, b.segment, b.offset, b.length, t.turn_number, m.embedding
+FROM turns AS b
+JOIN turns AS t ON t.rowid = (
+    SELECT n.rowid FROM turns AS n
+    WHERE n.namespace = b.namespace AND n.session_id = b.session_id AND n.turn_number > b.turn_number
+    ORDER BY n.turn_number LIMIT 1
+)
+JOIN memories AS m ON m.source_turn_id = t.turn_id
+WHERE b.namespace = ? AND b.session_id = ? AND b.turn_number = ?
+  AND m.generation = 0 AND m.media = 'text' AND m.embedding IS NOT NULL AND length(m.embedding) > 0
+ORDER BY m.rowid
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class VectorSource:
     """One memory's text vector and what it was made from."""
@@ -167,6 +187,18 @@ class ReembedQueries:
                     ]
                     pending = False
                 before = here
+        return found
+
+    async def vectors_after(
+        self, turns: Sequence[tuple[str, str, int]]
+    ) -> list[tuple[tuple[str, str, int], VectorSource, bytes]]:
+        """For each (namespace, session id, turn number) of a logged turn: the text memories of the turn logged just
+        above it in its session, each with that turn's key, what its vector is made from (`before`: the given turn)
+        and the vector held now. Derived memories, notes and chunks (they stand alone) are left out."""
+        found: list[tuple[tuple[str, str, int], VectorSource, bytes]] = []
+        for key in turns:
+            rows = await self._fetch(_AFTER, key)
+            found += [((key[0], key[1], int(r[10])), _source(r), bytes(r[11])) for r in rows if not r[3]]
         return found
 
     async def vector_models(self) -> set[str]:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.bench.folds import clustered_interval, compare, parse_variants
+from agent_memory.bench.bootstrap import paired_interval
+from agent_memory.bench.folds import compare, parse_variants
 
 
 def test_a_difference_is_paired_per_question_and_its_interval_holds_it() -> None:
     before = {"a": [0.0, 1.0, 0.0, 1.0], "b": [1.0, 1.0, 0.0, 0.0]}
     after = {"a": [1.0, 1.0, 0.0, 1.0], "b": [1.0, 1.0, 1.0, 0.0]}  # one question more in each group
-    mean, low, high = clustered_interval(after, before)
+    mean, low, high = paired_interval(after, before)
     assert mean == pytest.approx(0.25) and 0.0 <= low <= mean <= high <= 1.0  # no question got worse: low >= 0
-    assert clustered_interval(before, before) == (0.0, 0.0, 0.0)
+    assert paired_interval(before, before) == (0.0, 0.0, 0.0)
 
 
 def test_compare_reports_each_folds_difference_and_whether_it_pays_in_every_one() -> None:

@@ -103,6 +103,27 @@ def test_scores_arithmetic() -> None:
     assert "all_categories" not in scores.summary(None)
 
 
+def test_a_summary_gives_recalls_interval_and_each_conversations_recall() -> None:
+    """The bootstrap resamples conversations, then their questions: with every question found in one conversation
+    and none in the other, the interval spans both; a conversation per question (LongMemEval) has no folds."""
+    scores = Scores()
+    for namespace, found in (("conv-1", True), ("conv-1", True), ("conv-2", False), ("conv-2", False)):
+        gold = frozenset({(namespace, "s", 1)})
+        question = Question(namespace, "single-hop", "?", namespace, None, gold)  # type: ignore[arg-type]
+        scores.add(question, [(namespace, "s", 1)], set(gold) if found else set(), 10)
+    pooled = scores.summary(["single-hop"])["pooled"]
+    assert pooled["recall"] == 0.5 and pooled["recall_interval"] == [0.0, 1.0]
+    assert pooled["recall_by_conversation"] == {"conv-1": 1.0, "conv-2": 0.0}
+    alone = Scores()
+    for number in range(20):
+        gold = frozenset({(f"q{number}", "s", 1)})
+        question = Question(f"q{number}", "temporal", "?", f"q{number}", None, gold)  # type: ignore[arg-type]
+        alone.add(question, [], set(gold) if number % 4 else set(), 10)
+    pooled = alone.summary(None)["pooled"]
+    low, high = pooled["recall_interval"]
+    assert pooled["recall"] == 0.75 and 0.5 < low < 0.75 < high < 1.0 and "recall_by_conversation" not in pooled
+
+
 def test_ablation_ladder_ends_at_the_shipped_configuration() -> None:
     base = RetrievalConfig()
     ladder = ablation_configs(base)

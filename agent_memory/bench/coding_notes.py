@@ -40,6 +40,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from agent_memory.bench.bootstrap import paired_interval
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
@@ -283,15 +284,13 @@ async def run(
 def pooled(reports: Mapping[str, Mapping[str, Any]], baseline: str = "shipped defaults") -> dict[str, Any]:
     """Several sets' reports (set name -> run()'s report) pooled: per variant and kind, recall@k over every
     question, and the paired difference from `baseline` with a 95% interval resampling sets, then questions."""
-    from agent_memory.bench.folds import clustered_interval  # folds opens stores; only this needs it
-
     out: dict[str, Any] = {}
     for name in next(iter(reports.values()))["hits"]:
         entry: dict[str, Any] = {}
         for kind in KINDS:
             rows = {s: list(r["hits"][name][kind].values()) for s, r in reports.items()}
             before = {s: [r["hits"][baseline][kind][q] for q in r["hits"][name][kind]] for s, r in reports.items()}
-            delta, low, high = clustered_interval(rows, before)
+            delta, low, high = paired_interval(rows, before)
             every = [x for values in rows.values() for x in values]
             entry[kind] = {"recall@5": round(statistics.fmean(every), 3), "n": len(every)}
             entry[kind] |= {"delta": round(delta, 3), "interval": [round(low, 3), round(high, 3)]}

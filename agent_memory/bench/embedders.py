@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from agent_memory.bench.bootstrap import Rows, paired_interval
 from agent_memory.bench.coding_notes import SETS, load_notes
-from agent_memory.bench.folds import Rows, clustered_interval
 from agent_memory.config import load_config
 from agent_memory.embeddings.text import Embedder, SentenceTransformerEmbedder
 from agent_memory.engines import make_embedder
@@ -237,7 +237,7 @@ def report(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 "groups": {g: round(statistics.fmean(v), 4) for g, v in rows.items()},
             }
             if result is not results[0]:
-                delta, low, high = clustered_interval(rows, first[metric])
+                delta, low, high = paired_interval(rows, first[metric])
                 entry["delta"], entry["interval"] = round(delta, 4), [round(low, 4), round(high, 4)]
             metrics[metric] = entry
         out.append({k: v for k, v in result.items() if k != "rows"} | {"metrics": metrics})

@@ -13,17 +13,15 @@ nothing, packed as `context()` packs), and reports, beside the shipped defaults:
 
 from __future__ import annotations
 
-import random
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_memory.bench.bootstrap import Rows, paired_interval
 from agent_memory.bench.harness import HEADLINE, QUESTIONS, ask, catch_up_vectors, limited
 from agent_memory.config import load_config
 from agent_memory.manager import MemoryManager
-
-Rows = dict[str, list[float]]  # conversation -> per-question figure, in question order
 
 
 async def figures(
@@ -63,19 +61,6 @@ async def stores_compared(
     return {"baseline store": baseline, "this store": this}
 
 
-def clustered_interval(after: Rows, before: Rows, *, draws: int = 2000, seed: int = 22) -> tuple[float, float, float]:
-    """Pooled mean difference and a 95% percentile interval: resample groups, then questions within each."""
-    deltas = {g: [a - b for a, b in zip(after[g], before[g], strict=True)] for g in before}
-    pooled = [d for values in deltas.values() for d in values]
-    rng, groups = random.Random(seed), sorted(deltas)
-    means = []
-    for _ in range(draws):
-        drawn = [d for g in rng.choices(groups, k=len(groups)) for d in rng.choices(deltas[g], k=len(deltas[g]))]
-        means.append(statistics.fmean(drawn))
-    means.sort()
-    return statistics.fmean(pooled), means[int(0.025 * draws)], means[int(0.975 * draws) - 1]
-
-
 def compare(results: Mapping[str, Mapping[str, Rows]], baseline: str) -> dict[str, Any]:
     """Each variant against `baseline`: per-group (fold) differences, their spread, the pooled difference with its
     interval, for recall and MRR."""
@@ -86,7 +71,7 @@ def compare(results: Mapping[str, Mapping[str, Rows]], baseline: str) -> dict[st
         for metric, rows in metrics.items():
             folds = {g: statistics.fmean(v) for g, v in rows.items()}
             deltas = {g: folds[g] - statistics.fmean(before[metric][g]) for g in rows}
-            mean, low, high = clustered_interval(rows, before[metric])
+            mean, low, high = paired_interval(rows, before[metric])
             entry[metric] = {
                 "pooled": round(statistics.fmean([x for v in rows.values() for x in v]), 4),
                 "folds": {g: round(v, 4) for g, v in folds.items()},

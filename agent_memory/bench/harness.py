@@ -20,6 +20,7 @@ from itertools import groupby, islice
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent_memory.bench.bootstrap import interval
 from agent_memory.bench.datasets import READERS
 from agent_memory.bench.questions import Question, TurnKey, locomo_questions, longmemeval_questions
 from agent_memory.cognition.context import pack
@@ -46,6 +47,7 @@ class Scores:
         first = next((i for i, key in enumerate(ranked, 1) if key in gold), None)
         row = {
             "category": question.category,
+            "conversation": question.namespace,
             "recall": len(gold & in_context) / len(gold),
             "all": gold <= in_context,
             "mrr": 1.0 / first if first else 0.0,
@@ -63,17 +65,35 @@ class Scores:
         by_category = {
             c: list(g) for c, g in groupby(sorted(self.rows, key=lambda r: r["category"]), lambda r: r["category"])
         }
-        summary = {"pooled": _mean(pooled), "by_category": {c: _mean(rows) for c, rows in by_category.items()}}
+        summary = {
+            "pooled": _mean(pooled) | _spread(pooled),
+            "by_category": {c: _mean(rows) for c, rows in by_category.items()},
+        }
         if wanted is not None:  # the headline leaves categories out: every question pooled too
-            summary["all_categories"] = _mean(self.rows)
+            summary["all_categories"] = _mean(self.rows) | _spread(self.rows)
         return summary
 
 
 def _mean(rows: list[dict[str, Any]]) -> dict[str, float]:
     if not rows:
         return {"n": 0}
-    keys = [k for k in rows[0] if k != "category"]
+    keys = [k for k in rows[0] if k not in ("category", "conversation")]
     return {"n": len(rows)} | {k: round(statistics.fmean(float(r[k]) for r in rows), 4) for k in keys}
+
+
+def _spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Recall's 95% bootstrap interval (resampling conversations, then their questions: bootstrap.py) and, where a
+    conversation holds several questions (LoCoMo), its recall in each: the folds' spread."""
+    if not rows:
+        return {}
+    groups: dict[str, list[float]] = {}
+    for row in rows:
+        groups.setdefault(row["conversation"], []).append(float(row["recall"]))
+    _, low, high = interval(groups)
+    spread: dict[str, Any] = {"recall_interval": [round(low, 4), round(high, 4)]}
+    if len(groups) < len(rows):
+        spread["recall_by_conversation"] = {g: round(statistics.fmean(v), 4) for g, v in sorted(groups.items())}
+    return spread
 
 
 async def ingest(
@@ -295,6 +315,11 @@ async def _saved(manager: MemoryManager) -> dict[str, Any]:
     return {"policy": policy, "llm": manager.config.llm.model or None, "kept_share": round(kept, 4)}
 
 
+def _interval(summary: dict[str, Any]) -> str:
+    low, high = summary.get("recall_interval", (None, None))
+    return f"[{low:.3f}, {high:.3f}]" if low is not None else ""
+
+
 def format_report(report: dict[str, Any]) -> str:
     """A plain-text table: recall per category and pooled, per budget."""
     lines = [
@@ -306,15 +331,24 @@ def format_report(report: dict[str, Any]) -> str:
     for budget, summary in report["budgets"].items():
         pooled = summary["pooled"]
         lines.append(
-            f"budget {budget}: recall {pooled['recall']:.3f}  all-evidence {pooled['all']:.3f}  MRR {pooled['mrr']:.3f}  "
+            f"budget {budget}: recall {pooled['recall']:.3f} {_interval(pooled)}  all-evidence {pooled['all']:.3f}  "
+            f"MRR {pooled['mrr']:.3f}  "
             + "  ".join(f"R@{k} {pooled[f'recall@{k}']:.3f}" for k in RECALL_AT)
             + f"  tokens {pooled['tokens']:.0f}"
             + (
-                f"  (every category: recall {summary['all_categories']['recall']:.3f})"
+                f"  (every category: recall {summary['all_categories']['recall']:.3f} "
+                f"{_interval(summary['all_categories'])})"
                 if "all_categories" in summary
                 else ""
             )
         )
+        if "recall_by_conversation" in pooled:
+            folds = pooled["recall_by_conversation"]
+            lines.append(
+                "    by conversation: "
+                + "  ".join(f"{g} {r:.3f}" for g, r in folds.items())
+                + f"  (spread {max(folds.values()) - min(folds.values()):.3f})"
+            )
         for category, row in summary["by_category"].items():
             extra = f"  session {row['session_recall']:.3f}" if "session_recall" in row else ""
             lines.append(f"    {category:<28} n={row['n']:<4} recall {row['recall']:.3f}{extra}")

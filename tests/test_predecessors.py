@@ -5,14 +5,18 @@ MiniLM, SQLite, Kuzu and Qdrant Edge in temporary directories."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
+from agent_memory.errors import ModelError
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 from agent_memory.scoring import with_previous
@@ -102,3 +106,36 @@ async def test_a_turn_sent_in_order_makes_no_vector_again(tmp_path: Path, embedd
         added = await manager.records._fetch("SELECT count(*) FROM outbox")
     assert all(np.array_equal(after[text], vector) for text, vector in before.items())
     assert added[0][0] - outbox[0][0] == len(after) - len(before)  # one row per new memory, none for an old one
+
+
+class RefusingEmbedder:
+    """The real embedder, passed through, but refusing any call that holds `refused` (a fault, not a stand-in)."""
+
+    def __init__(self, inner: Embedder, refused: str) -> None:
+        self.inner, self.refused = inner, refused
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.refused in texts:
+            raise ModelError(f"refused to embed {self.refused!r}")
+        return await self.inner.embed(texts)
+
+
+async def test_a_late_turn_is_committed_when_the_vector_after_it_cannot_be_made_again(
+    tmp_path: Path, embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The turns are in SQLite before the turn above a late one is embedded again: a model failure then is logged,
+    and the vector it could not make stays as it was written."""
+    async with MemoryManager.open(config_of(tmp_path), embedder=embedder) as manager:
+        await manager.process_turns(said([5]))  # turn 6, alone in its session for now; turn 5 comes late
+        written = await vectors(manager)
+    refusing = RefusingEmbedder(embedder, SAID[5][2])  # only making turn 6's vector again embeds its words
+    async with MemoryManager.open(config_of(tmp_path), embedder=refusing) as manager:
+        with caplog.at_level(logging.ERROR, logger="agent_memory.write_path"):
+            [result] = await manager.process_turns(said([4]))
+        after = await vectors(manager)
+    assert result.memory_id is not None and SAID[4][2] in after
+    assert np.array_equal(after[SAID[5][2]], written[SAID[5][2]])  # in order, it would be summed with turn 5
+    assert "arrived late were not made again" in caplog.text and "refused to embed" in caplog.text

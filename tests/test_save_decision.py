@@ -347,6 +347,31 @@ def test_vader_through_windows_scores_as_vader() -> None:
     assert plain.polarity_scores(texts[0])["compound"] < 0 < plain.polarity_scores(texts[3])["compound"]
 
 
+def test_vaders_but_check_in_n_log_n_does_what_vaders_does() -> None:
+    """VADER's "but" check looks each value up with `list.index`, so it changes the first equal value, not always
+    the word's own; the heap version (cognition/emotion.py, `_contrasted`) does the same, value for value and type
+    for type (an int 0 becomes 0.0), over values that repeat, zeros of both signs, and "but" anywhere or absent."""
+    import random
+
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    from agent_memory.cognition.emotion import _windowed_vader
+
+    rng, windowed, changed = random.Random(11), _windowed_vader(), 0
+    for _ in range(3000):
+        size = rng.randint(0, 30)
+        pool = [0, 0.0, -0.0, 1.5, -1.5, 2.0, 0.75, 3.0, 1.125, -0.75, rng.uniform(-4, 4)]
+        values = [rng.choice(pool) for _ in range(size)]
+        words = ["word"] * size
+        for _ in range(rng.randint(0, 2) if size else 0):
+            words[rng.randrange(size)] = rng.choice(["but", "BUT", "But"])
+        expected = SentimentIntensityAnalyzer._but_check(words, list(values))
+        got = windowed._but_check(words, list(values))
+        assert [repr(v) for v in got] == [repr(v) for v in expected], (words, values)
+        changed += expected != values
+    assert changed > 1000  # the cases reach the rule, not only texts without "but"
+
+
 def test_the_bar_is_numpys_quantile() -> None:
     import numpy as np
 

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from agent_memory.cognition.grep_terms import grep_terms
+from agent_memory.cognition.query_reading import LONG_QUERY_CHARS, QueryReading, read_query
 from agent_memory.cognition.ranking import (
     Fused,
     Ranked,
@@ -28,7 +28,7 @@ from agent_memory.cognition.ranking import (
     seeds_of,
 )
 from agent_memory.cognition.retrieval import query_words
-from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow, parse_time_query, without_time_phrases
+from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
@@ -101,16 +101,15 @@ class Recall:
         reads (retrieval_log.py)."""
         timings: dict[str, float] = {}
         config = self.settings(query)
-        parsed = parse_time_query(query.text, now=query.now, anchors=config.event_anchors)
+        reading = await _read(query, config)
+        parsed = reading.parsed
         window = parsed.window
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
         embedded: dict[str, np.ndarray] = {}
         rows = _Rows(self.records, overlay)
         try:
-            rankings = await self._layers(
-                parsed.remainder or query.text, query.text, query, window, timings, embedded, rows
-            )
+            rankings = await self._layers(reading, query.text, query, window, timings, embedded, rows)
             weights = layer_weights(config)
             if query.as_of is not None:  # what was current then, superseded since, is weighed beside the rest
                 rankings = await self._with_superseded(rankings, query, embedded)
@@ -131,7 +130,7 @@ class Recall:
                 )
         finally:
             rows.cancel()
-        words = tuple(query_words(parsed.remainder or query.text))
+        words = reading.words
         signals = Signals(query.now, query.mood, window, prefers_assistant(query.text), words)
         started = time.perf_counter()
         ranked = rank(rankings, steps, memories, signals, config=config, decay=self.config.decay, fused=fused)
@@ -165,7 +164,7 @@ class Recall:
 
     async def _layers(
         self,
-        words: str,
+        reading: QueryReading,
         full: str,
         query: Query,
         window: TimeWindow | None,
@@ -177,25 +176,23 @@ class Recall:
         for as soon as the layer ends (read while slower layers still run). An image query with no text runs the
         image layer alone. The query text's embedding is left in `embedded["text"]`.
 
-        `words` is the query without the time phrase the time layer took, for the keyword layer and grep: the year
-        in "what did I buy in February 2024?" names a window of event times, and grep would only find turns that
-        say "2024" (every grep of a year also made rg check every line's timestamp). `full` is embedded whole."""
+        `reading` holds the query's words without the time phrase the time layer took, for the keyword layer, and
+        grep's terms: the year in "what did I buy in February 2024?" names a window of event times, and grep would
+        only find turns that say "2024" (every grep of a year also made rg check every line's timestamp). `full` is
+        embedded whole."""
         config = self.settings(query)
         limit = query.limit or config.candidate_limit
         jobs: list[Awaitable[dict[str, Hits]]] = [self._image_layer(query, limit, timings)]
-        if not full.strip():
-            words = full = ""
-        elif config.keyword_weight > 0:
+        blank = not full.strip()
+        if not blank and config.keyword_weight > 0:
             search = self.records.keyword_search(
-                query.namespace, query_words(words), limit=limit, common_share=config.keyword_common_share
+                query.namespace, reading.words, limit=limit, common_share=config.keyword_common_share
             )
             jobs.append(_layer(timings, "keyword", search))
-        # a date ("in May 2023"), the time layer's or another one in the question, is not a literal to find
-        spoken = without_time_phrases(words, now=query.now) if words else words
-        terms = grep_terms(spoken, names=config.grep_names) if spoken else []
+        terms = () if blank else reading.terms
         if config.grep_weight > 0 and terms and "grep" not in query.without:
             jobs.append(_layer(timings, "grep", self._grep(terms, query.namespace, limit)))
-        if full:
+        if full and not blank:
             jobs.append(self._vector_layers(full, query.namespace, window, limit, timings, embedded, config))
         rankings: dict[str, Hits] = {}
         for found in await asyncio.gather(*(rows.asking(job, _prefetched(query.finalists)) for job in jobs)):
@@ -409,6 +406,13 @@ def finalists(fused: Fused, count: int | None) -> Fused:
         return fused
     kept = dict(sorted(base.items(), key=lambda kv: (-kv[1], kv[0]))[:count])
     return kept, {i: layers[i] for i in kept}
+
+
+async def _read(query: Query, config: RetrievalConfig) -> QueryReading:
+    """The query read for the layers (cognition/query_reading.py), on a worker thread when it is long."""
+    if len(query.text) <= LONG_QUERY_CHARS:
+        return read_query(query.text, now=query.now, config=config)
+    return await asyncio.to_thread(read_query, query.text, now=query.now, config=config)
 
 
 async def _time_layer(vector: np.ndarray, inside: Awaitable[list[tuple[str, bytes | None]]], limit: int) -> Hits:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -466,3 +467,32 @@ def test_the_recent_texts_are_bounded_and_shared_across_sessions() -> None:
     assert cache.recent("one") is not None and float(cache.recent("two")[0]) == 2.0  # type: ignore[index]
     cache.remember([(("other", "c"), "three", np.full(3, 3.0))])
     assert cache.recent("one") is None and cache.recent("three") is not None  # the oldest text left
+
+
+async def test_a_pasted_document_as_a_query_is_read_off_the_event_loop(
+    manager: MemoryManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reading a query's time phrases, words and grep terms is linear in its length but took half a second for
+    60,000 characters, on the event loop, where every other caller waited (cognition/query_reading.py). A query over
+    LONG_QUERY_CHARS is read on a worker thread: no step of the loop takes a quarter of a second (asyncio's debug
+    mode reports each one that does), and the reading is the one a short query gets: its window and its words."""
+    yesterday = await add(manager, "d1", ["Tried the new ramen bar downtown with Jo."], NOW - timedelta(days=1))
+    await add(manager, "d0", ["Went to the cinema and then had dinner with Jo."], NOW - timedelta(days=20))
+    filler = (
+        "In March the team met on Monday, and last week before the release in 2025 we said this may help; "
+        "two weeks ago since the summer the budget for next year was agreed. "
+    )
+    pasted = filler * (60_000 // len(filler)) + "What did I do yesterday evening with Jo?"
+    loop = asyncio.get_running_loop()
+    loop.slow_callback_duration, debug = 0.25, loop.get_debug()
+    loop.set_debug(True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="asyncio"):
+            recalled = await manager.recall(pasted, now=NOW)
+    finally:
+        loop.set_debug(debug)
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+    assert recalled.window is not None and recalled.window.phrase == "In March"  # the leftmost phrase, as ever
+    short = await manager.recall("What did I do yesterday evening with Jo?", now=NOW)
+    assert short.window is not None and short.ranked.results[0].memory.memory_id == yesterday[0]
+    assert "jo" in short.keywords and set(short.keywords) <= set(recalled.keywords)

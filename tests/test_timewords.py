@@ -439,3 +439,35 @@ def test_every_time_phrase_leaves_the_words_grep_searches() -> None:
     assert "2022" in rest  # the time layer took "recently" only
     assert without_time_phrases(rest, now=now) == "What did John achieve?"
     assert without_time_phrases("the TP1334 flight", now=now) == "the TP1334 flight"
+
+
+def test_the_first_window_is_found_without_reading_every_match() -> None:
+    """Each rule stops at its first match the builder takes, or at one that cannot come first: the same window as
+    sorting every match of every rule (leftmost, longest, earlier rule) and taking the first the builder takes,
+    over texts with several phrases, refused ones ("this may help", "31 June") and none."""
+    import random
+
+    from agent_memory.cognition import timewords
+
+    def every_match(text: str) -> tuple[tuple[int, int], TimeWindow] | None:
+        found = [(m, i) for i, rule in enumerate(timewords._RULES) for m in rule.pattern.finditer(text)]
+        for match, index in sorted(found, key=lambda f: (f[0].start(), -len(f[0][0]), f[1])):
+            window = timewords._window(timewords._RULES[index], match, NOW)
+            if window is not None:
+                return match.span(), window
+        return None
+
+    phrases = ["last May", "in 2021", "before March 3rd, 2022", "two weeks ago", "yesterday", "this weekend",
+               "on 31 June", "this may help", "since the summer of 2020", "on Monday", "in early June", "next Friday",
+               "prior to last year", "a few months ago", "at the end of 2019", "may I ask", "in may"]  # fmt: skip
+    words = list(itertools.repeat("and", 3)) + ["we", "met", "the", "team", "about", "the", "plan", "to", "cook"]
+    rng, found = random.Random(4), 0
+    for _ in range(400):
+        text = words[:]
+        for _ in range(rng.randint(0, 4)):
+            text.insert(rng.randrange(len(text) + 1), rng.choice(phrases))
+        query = " ".join(text)
+        expected = every_match(query)
+        assert timewords._first_window(query, NOW) == expected, query
+        found += expected is not None
+    assert 200 < found < 400

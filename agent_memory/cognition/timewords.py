@@ -343,18 +343,27 @@ def _window(rule: _Rule, match: re.Match[str], now: datetime) -> TimeWindow | No
 
 
 def _first_window(text: str, now: datetime) -> tuple[tuple[int, int], TimeWindow] | None:
-    """Leftmost match first, longest on a tie; a match its builder refuses gives way to the next one.
+    """Leftmost match first, longest on a tie, the earlier rule on a tie of both; a match its builder refuses gives
+    way to the next one.
 
     A rule's regex runs only when the query holds one of its trigger words, so most queries cost one tokenisation.
+    Each rule's matches come leftmost first, so a rule stops at its first match the builder takes, or at the first
+    that could not come before the best so far: a long text with a time phrase early is not read to its end.
     """
     words = set(_TOKEN.findall(text.lower()))
-    rules = [(i, rule) for i, rule in enumerate(_RULES) if not rule.triggers.isdisjoint(words)]
-    found = [(m, i) for i, rule in rules for m in rule.pattern.finditer(text)]
-    for match, index in sorted(found, key=lambda f: (f[0].start(), -len(f[0][0]), f[1])):
-        window = _window(_RULES[index], match, now)
-        if window is not None:
-            return match.span(), window
-    return None
+    best: tuple[tuple[int, int, int], tuple[int, int], TimeWindow] | None = None
+    for index, rule in enumerate(_RULES):
+        if rule.triggers.isdisjoint(words):
+            continue
+        for match in rule.pattern.finditer(text):
+            key = (match.start(), -len(match[0]), index)
+            if best is not None and key >= best[0]:
+                break
+            window = _window(rule, match, now)
+            if window is not None:
+                best = (key, match.span(), window)
+                break
+    return (best[1], best[2]) if best is not None else None
 
 
 def _is_dated(text: str, position: int, now: datetime) -> bool:

@@ -78,11 +78,11 @@ class Notes:
         self._counter: TokenCounter | None = None
         self.clock, self.config, self.data_dir = clock, config, data_dir
 
-    @property
-    def counter(self) -> TokenCounter:
-        """cl100k_base, loaded on the first boot (tiktoken's tables take a moment to read)."""
+    async def counter(self) -> TokenCounter:
+        """cl100k_base, read on a worker thread on the first boot (tiktoken reads its tables for about 0.3 s, which
+        the event loop of a daemon shared by several agents must not spend)."""
         if self._counter is None:
-            self._counter = self._make_counter()
+            self._counter = await asyncio.to_thread(self._make_counter)
         return self._counter
 
     # ----- writing -----------------------------------------------------------------------------------
@@ -260,7 +260,8 @@ class Notes:
         decisions = sorted((r for r in rows if r.kind is NoteKind.DECISION), key=by_relevance)
         warnings = sorted((r for r in rows if _is_warning(r)), key=by_relevance)
         questions = sorted((r for r in rows if _is_question(r)), key=by_relevance)
-        return self._render(handoff, decisions, warnings, questions, budget_tokens)
+        counter = await self.counter()
+        return self._render(handoff, decisions, warnings, questions, budget_tokens, counter)
 
     async def _snapshot(self, namespace: str, ranked: Sequence[str]) -> list[_Row]:
         """Every note the boot may show, in one statement (one snapshot): the task's hits, the latest handoff and
@@ -300,15 +301,16 @@ class Notes:
         warnings: Sequence[_Row],
         questions: Sequence[_Row],
         budget: int,
+        counter: TokenCounter,
     ) -> Boot:
         head = "# Project memory\nRemembered notes; they may be out of date. The current code and the user win."
         parts, items, omitted = [head], [], 0
-        used = self.counter.count(head)
+        used = counter.count(head)
 
         def add(section: str, text: str, row: _Row, *, header: str | None = None) -> bool:
             nonlocal used
             piece = f"{header}\n{text}" if header else text
-            cost = self.counter.count("\n" + piece)
+            cost = counter.count("\n" + piece)
             if used + cost > budget:
                 return False
             parts.append(piece)
@@ -321,7 +323,7 @@ class Notes:
             title = f"## Latest handoff ({handoff.written_at:%Y-%m-%d %H:%M} UTC{who}) [{_ref(handoff)}]"
             text = handoff.content
             if not add("handoff", text, handoff, header=title):
-                shortened = self._fit(text, budget - used - self.counter.count("\n" + title + "\n"))
+                shortened = _fit(text, budget - used - counter.count("\n" + title + "\n"), counter)
                 if not shortened or not add("handoff", shortened, handoff, header=title):
                     omitted += 1
         shown: set[str] = {handoff.memory_id} if handoff else set()
@@ -340,21 +342,7 @@ class Notes:
                 else:
                     omitted += 1
         text = "\n".join(parts)
-        return Boot(text, self.counter.count(text), budget, items, omitted, handoff.memory_id if handoff else None)
-
-    def _fit(self, text: str, budget: int) -> str:
-        """The longest prefix of `text`, cut at a word and marked with an ellipsis, within `budget` tokens."""
-        if budget <= 2:
-            return ""
-        words = text.split(" ")
-        low, high = 0, len(words)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if self.counter.count(" ".join(words[:middle]) + " …") <= budget:
-                low = middle
-            else:
-                high = middle - 1
-        return " ".join(words[:low]) + " …" if low else ""
+        return Boot(text, counter.count(text), budget, items, omitted, handoff.memory_id if handoff else None)
 
     # ----- provenance --------------------------------------------------------------------------------
 
@@ -453,3 +441,18 @@ def _cursor(cursor: str) -> tuple[str, str]:
         return at, memory_id
     except (ValueError, TypeError, UnicodeDecodeError):
         raise InvalidInput(f"cursor: {cursor[:40]!r} is not a cursor this store gave out") from None
+
+
+def _fit(text: str, budget: int, counter: TokenCounter) -> str:
+    """The longest prefix of `text`, cut at a word and marked with an ellipsis, within `budget` tokens."""
+    if budget <= 2:
+        return ""
+    words = text.split(" ")
+    low, high = 0, len(words)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if counter.count(" ".join(words[:middle]) + " …") <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return " ".join(words[:low]) + " …" if low else ""

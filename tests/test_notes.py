@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,11 +11,13 @@ import pytest
 
 from agent_memory import MemoryManager
 from agent_memory.bench.coding_notes import load_notes
+from agent_memory.cognition.tokens import TokenCounter, make_counter
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.errors import DuplicateTurn, InvalidInput, MemoryNotFound
 from agent_memory.models import LogRecord, Role, TurnId, new_id, utc_now
 from agent_memory.note_models import NoteKind, NoteMeta, NoteSource
+from agent_memory.notes import Notes
 from agent_memory.storage.journal import JsonlJournal
 
 
@@ -206,3 +209,28 @@ async def test_notes_recall_ranks_without_the_graph_walk(manager: MemoryManager)
         recalled += sum("graph" in result.layers for result, _ in await manager.notes.recall(question.text, k=5))
         walked += sum("graph" in result.layers for result in await manager.retrieve(question.text, k=5))
     assert recalled == 0 and walked > 0
+
+
+async def test_the_first_boot_reads_the_token_tables_off_the_event_loop(manager: MemoryManager) -> None:
+    """tiktoken reads cl100k_base's tables for about 0.3 s: the first boot does it on a worker thread, once, so the
+    daemon's event loop keeps serving the other agents meanwhile."""
+    loaded_in: list[threading.Thread] = []
+
+    def counter() -> TokenCounter:
+        loaded_in.append(threading.current_thread())
+        return make_counter("cl100k_base")
+
+    notes = Notes(
+        manager.records,
+        manager.process_turns,
+        manager._ranked,
+        counter,
+        manager.clock,
+        manager.config.notes,
+        manager.config.data_dir,
+    )
+    await notes.write("Decision: invoices are numbered per tenant, never globally.", kind="decision")
+    first = await notes.boot("how are invoices numbered?")
+    second = await notes.boot("how are invoices numbered?")
+    assert len(loaded_in) == 1 and loaded_in[0] is not threading.current_thread()
+    assert "per tenant" in first.text and first.tokens == second.tokens == make_counter("cl100k_base").count(first.text)

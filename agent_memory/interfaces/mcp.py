@@ -13,6 +13,7 @@ says what was wrong: a stale revision names the memory, the revision expected an
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -87,10 +88,10 @@ class MemoryTools:
     _client: DaemonClient | None = field(default=None, init=False)
     _counter: TokenCounter | None = field(default=None, init=False)
 
-    @property
-    def counter(self) -> TokenCounter:
+    async def counter(self) -> TokenCounter:
+        """cl100k_base, read on a worker thread the first time (tiktoken reads its tables for about 0.3 s)."""
         if self._counter is None:
-            self._counter = make_counter("cl100k_base")
+            self._counter = await asyncio.to_thread(make_counter, "cl100k_base")
         return self._counter
 
     async def aclose(self) -> None:
@@ -151,12 +152,12 @@ class MemoryTools:
     async def recall(self, query: str, k: int, budget_tokens: int, explain: bool) -> CallToolResult:
         _check_budget(budget_tokens)
         found = await self.call(lambda c: c.notes.recall(query, k=k, namespace=self.namespace))
-        head = f"# Recalled for: {clip(query, 200)}"
-        lines, results, used, omitted = [head], [], self.counter.count(head), 0
+        head, counter = f"# Recalled for: {clip(query, 200)}", await self.counter()
+        lines, results, used, omitted = [head], [], counter.count(head), 0
         for result, meta in found:
             item = recalled(result, meta, explain)
             line = recall_line(item)
-            cost = self.counter.count("\n" + line)
+            cost = counter.count("\n" + line)
             if used + cost > budget_tokens:
                 omitted += 1
                 continue
@@ -168,7 +169,7 @@ class MemoryTools:
         text = "\n".join(lines)
         return answer(
             text,
-            RecallOut(results=results, tokens=self.counter.count(text), budget_tokens=budget_tokens, omitted=omitted),
+            RecallOut(results=results, tokens=counter.count(text), budget_tokens=budget_tokens, omitted=omitted),
         )
 
     async def write(self, text: str, kind: str, source: Source | None, tags: Sequence[str]) -> CallToolResult:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -47,6 +47,8 @@ from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, Turn
 from agent_memory.validation import MAX_PREPARED_TEXTS
 
 log = logging.getLogger(__name__)
+LOOP_SLICE = 256
+"""Turns a batch's loops on the event loop go through before they let other callers in: 50 ms or so."""
 
 
 class WritePath:
@@ -208,9 +210,14 @@ class WritePath:
         for draft, vector in zip(open_drafts, await self._embed(open_drafts, await embedding, using), strict=True):
             draft.vector = vector
         await self._gather_signals(drafts, gaps)
+        await asyncio.sleep(0)
         decisions = await self.decider.decide(drafts)
         commits, results = [], []
-        for draft, position, decision, shared in zip(drafts, positions, decisions, groups, strict=True):
+        for index, (draft, position, decision, shared) in enumerate(
+            zip(drafts, positions, decisions, groups, strict=True)
+        ):
+            if index and index % LOOP_SLICE == 0:
+                await asyncio.sleep(0)
             commit = self._turn_commit(draft, position, decision, now, using.name, shared)
             commits.append(commit)
             draft.kept = commit.memory is not None
@@ -311,20 +318,26 @@ class WritePath:
 
     async def _gather_signals(self, drafts: Sequence[Draft], gaps: dict[str, list[tuple[str, np.ndarray]]]) -> None:
         """Novelty, session surprise and the nearest open gap of each turn; `gaps` are each namespace's open gaps
-        (`_read_ahead`)."""
-        settings = self.config.save
+        (`_read_ahead`). A turn is compared with what is stored, the recent turns' cache and the turns before it
+        in this batch (`earlier_in_batch`, on a worker thread: it grows with the square of a batch's size)."""
+        settings, window = self.config.save, self.config.save.session_window
         stored = await self._nearest_stored(drafts)
-        batch: list[Draft] = []
-        for draft in drafts:
+        earlier = await asyncio.to_thread(earlier_in_batch, drafts) if len(drafts) > 1 else {}
+        sessions: dict[tuple[str, str], deque[np.ndarray]] = {}  # each session's last turns of this batch
+        for index, draft in enumerate(drafts):
+            if index and index % LOOP_SLICE == 0:
+                await asyncio.sleep(0)  # a large batch lets other callers in between its slices
             record = draft.record
             novelty = session = 0.0
             gap_id = None
             if draft.vector is not None:
-                nearest = self._nearest(draft, stored[id(draft)], batch)
-                novelty = UNKNOWN_NOVELTY if nearest is None else 1.0 - max(0.0, nearest)
-                session = self._session_surprise(draft, batch)
+                found = [stored[id(draft)], self.recent.best(record.namespace, draft.vector), earlier.get(id(draft))]
+                scores = [score for score in found if score is not None]
+                novelty = UNKNOWN_NOVELTY if not scores else 1.0 - max(0.0, max(scores))
+                before = sessions.setdefault((record.namespace, record.session_id), deque(maxlen=window))
+                session = self._session_surprise(draft, list(before))
                 gap_id = nearest_gap(draft.vector, gaps[record.namespace], settings.gap_similarity)
-                batch.append(draft)
+                before.append(draft.vector)
             surprise = surprise_of(novelty, session, novelty_weight=settings.novelty_weight)
             draft.signals = TurnSignals(
                 draft.text,
@@ -354,28 +367,11 @@ class WritePath:
             best.update((id(d), hits[0].score if hits else None) for d, hits in zip(group, found, strict=True))
         return best
 
-    def _nearest(self, draft: Draft, stored: float | None, batch: Sequence[Draft]) -> float | None:
-        """The best cosine between this turn and anything remembered: `stored`, the recent turns' cache, or a
-        turn said earlier in this batch; None when there is nothing to compare with."""
+    def _session_surprise(self, draft: Draft, before: list[np.ndarray]) -> float:
+        """1 - the mean cosine to the turns just before it in its session (`before`: this batch's last ones, then
+        the stored ones read ahead); 0.5 when it opens the session."""
         assert draft.vector is not None
-        namespace = draft.record.namespace
-        found = [stored, self.recent.best(namespace, draft.vector)]
-        earlier = [d.vector for d in batch if d.record.namespace == namespace and d.vector is not None]
-        if earlier:
-            found.append(float(np.max(np.stack(earlier) @ draft.vector)))
-        scores = [score for score in found if score is not None]
-        return max(scores) if scores else None
-
-    def _session_surprise(self, draft: Draft, batch: Sequence[Draft]) -> float:
-        """1 - the mean cosine to the turns just before it in its session; 0.5 when it opens the session."""
-        assert draft.vector is not None
-        record, window = draft.record, self.config.save.session_window
-        before = [
-            d.vector
-            for d in batch
-            if (d.record.namespace, d.record.session_id) == (record.namespace, record.session_id)
-            and d.vector is not None
-        ][-window:]
+        window = self.config.save.session_window
         if len(before) < window:
             stored = [vector for _, vector in draft.earlier or () if vector is not None][: window - len(before)]
             before = [np.frombuffer(b, dtype="<f4") for b in stored] + before
@@ -479,3 +475,20 @@ class PreparedVectors:
 
     def clear(self) -> None:
         self._vectors.clear()
+
+
+def earlier_in_batch(drafts: Sequence[Draft]) -> dict[int, float]:
+    """By `id(draft)`: the best cosine between a turn and the turns before it in the batch, in its namespace (a
+    namespace's first turn of the batch has none). The namespace's vectors are stacked once and each turn's row is
+    one matrix-vector product over the rows before it: the products the novelty check always made, without
+    stacking the batch again for every turn."""
+    groups: dict[str, list[Draft]] = {}
+    for draft in drafts:
+        if draft.vector is not None:
+            groups.setdefault(draft.record.namespace, []).append(draft)
+    best: dict[int, float] = {}
+    for group in groups.values():
+        stacked = np.stack([d.vector for d in group if d.vector is not None])
+        for row in range(1, len(group)):
+            best[id(group[row])] = float(np.max(stacked[:row] @ stacked[row]))
+    return best

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +29,7 @@ from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
 from agent_memory.storage.outbox import Projector
 from agent_memory.storage.outbox_records import PENDING_KEYWORDS
+from agent_memory.validation import MAX_TURNS_PER_CALL
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -192,6 +194,54 @@ async def test_one_bad_turn_rejects_the_whole_batch(manager: MemoryManager) -> N
     with pytest.raises(EmptyContent, match="turn #1"):
         await manager.process_turns([TurnInput("s1", 0, "good"), TurnInput("s1", 1, "")])
     assert (await manager.stats())["log_bytes"] == 0
+
+
+async def test_a_call_over_the_turn_limit_is_refused_whole_and_a_full_one_keeps_the_loop_moving(
+    manager: MemoryManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One call takes up to MAX_TURNS_PER_CALL turns (one transaction); more is refused before anything is written.
+    A full call lets other callers in: its novelty check compared each turn with the batch before it by stacking
+    the batch again for every turn, so 1,024 turns held the event loop for 0.7 s in one step (asyncio's debug mode
+    reports each step over a quarter of a second)."""
+    over = [TurnInput(f"s{n // 50}", n % 50, f"Turn {n}: the heron by the lock gate again") for n in range(1025)]
+    with pytest.raises(InvalidInput, match="1025 turns in one call, over the limit of 1024"):
+        await manager.process_turns(over)
+    assert (await manager.stats())["log_bytes"] == 0
+    loop = asyncio.get_running_loop()
+    loop.slow_callback_duration, debug = 0.25, loop.get_debug()
+    loop.set_debug(True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="asyncio"):
+            results = await manager.process_turns(over[:MAX_TURNS_PER_CALL], bulk=True)
+    finally:
+        loop.set_debug(debug)
+    assert len(results) == MAX_TURNS_PER_CALL and [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+def test_each_turn_is_compared_with_the_turns_before_it_in_its_batch_and_namespace() -> None:
+    """`earlier_in_batch` stacks a namespace's vectors once: the same cosines, to the bit, as stacking the turns
+    before each one again, and none for a namespace's first turn or a turn with no vector (a phatic one)."""
+    from types import SimpleNamespace
+
+    from agent_memory.write_path import earlier_in_batch
+
+    rng = np.random.default_rng(3)
+    drafts = []
+    for n in range(120):
+        vector = rng.standard_normal(384).astype(np.float32)
+        record = SimpleNamespace(namespace="a" if n % 3 else "b")
+        drafts.append(SimpleNamespace(vector=None if n % 17 == 0 else vector / np.linalg.norm(vector), record=record))
+    found = earlier_in_batch(drafts)  # type: ignore[arg-type]
+    seen: list[SimpleNamespace] = []
+    for draft in drafts:
+        if draft.vector is None:
+            assert id(draft) not in found
+            continue
+        before = [d.vector for d in seen if d.record.namespace == draft.record.namespace]
+        expected = float(np.max(np.stack(before) @ draft.vector)) if before else None
+        assert found.get(id(draft)) == expected
+        seen.append(draft)
+    assert len(found) == len(seen) - 2  # each namespace's first turn has none
 
 
 async def test_bytes_content_is_decoded(manager: MemoryManager) -> None:

@@ -39,6 +39,9 @@ MAX_BUDGET_TOKENS = 1_000_000
 MAX_PREPARED_TEXTS = 1024
 """The most texts embedded ahead of their turns that the write path keeps (`prepare_turns`: an import's next
 batch, a live message), and so the most one call prepares."""
+MAX_TURNS_PER_CALL = 1024
+"""The most turns one `process_turns` call takes (one transaction): its loops on the event loop stay near 50 ms
+a slice, and a larger history goes in batches (`agent-memory ingest` sends 64 at a time)."""
 EARLIEST_TIME = datetime(1000, 1, 1, tzinfo=UTC)
 LATEST_TIME = datetime(8999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 TIME_RULE = "a timezone-aware time from 1000-01-01 to 8999-12-31 (UTC)"

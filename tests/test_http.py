@@ -29,7 +29,7 @@ from agent_memory.interfaces.token import load_or_create_token
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 from agent_memory.sleep.jobs import run_job
-from agent_memory.validation import MAX_PREPARED_TEXTS
+from agent_memory.validation import MAX_PREPARED_TEXTS, MAX_TURNS_PER_CALL
 
 ROOT = Path(__file__).resolve().parents[1]
 TURN = {"session_id": "s1", "turn_number": 1, "content": "My sister Ana moved to Porto to study marine biology"}
@@ -186,6 +186,9 @@ async def test_texts_prepared_ahead_are_embedded_and_nothing_is_stored(client: h
     assert response.status_code == 400 and error_code(response) == "invalid_encoding"
     response = await client.post("/v1/turns/prepare", json={"texts": ["x"] * (MAX_PREPARED_TEXTS + 1)})
     assert response.status_code == 422 and "1024" in response.text
+    over = [{"session_id": "s", "turn_number": n, "content": "x"} for n in range(MAX_TURNS_PER_CALL + 1)]
+    response = await client.post("/v1/turns/bulk", json={"turns": over})
+    assert response.status_code == 422 and "turns" in response.text and "1024" in response.text
     response = await client.post("/v1/turns/prepare", json={"texts": ["an import's next turn"], "bulk": True})
     assert response.status_code == 200 and response.json() == {"texts": 1}
     response = await client.post("/v1/turns/prepare", json={"texts": ["x"], "bulk": "yes"})

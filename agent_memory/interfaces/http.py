@@ -59,6 +59,7 @@ from agent_memory.validation import (
     MAX_K,
     MAX_PREPARED_TEXTS,
     MAX_TURN_NUMBER,
+    MAX_TURNS_PER_CALL,
     TIME_RULE,
     check_aware,
 )
@@ -159,7 +160,7 @@ class TurnBody(_Body):
 
 
 class BulkBody(_Body):
-    turns: list[TurnBody]
+    turns: list[TurnBody] = Field(max_length=MAX_TURNS_PER_CALL)
     bulk: bool = False
     """An import (a history brought in, not a conversation under way): what it keeps is embedded by
     `embedding.import_precision`, and made again in float32 while the store is idle (vector_upgrade.py)."""

@@ -26,6 +26,7 @@ from agent_memory.note_models import NoteKind
 from agent_memory.policy.controller import Policy, TurnSignals, Verdict
 from agent_memory.policy.habituation import KeepShare
 from agent_memory.storage.records import SqliteRecords
+from agent_memory.validation import TURNS_PER_SLICE
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,9 @@ class SaveDecider:
         asked = [d for d in drafts if d.signals and not d.phatic and self.policy.fast_path(d.signals) is None]
         verdicts, failures = await self._ask_llm(asked)
         decisions = []
-        for draft in drafts:
+        for index, draft in enumerate(drafts):
+            if index and index % TURNS_PER_SLICE == 0:
+                await asyncio.sleep(0)  # a large batch lets other callers in between its slices
             assert draft.signals is not None
             namespace = draft.record.namespace
             if not self.keep_share.known(namespace):

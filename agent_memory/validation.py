@@ -40,8 +40,10 @@ MAX_PREPARED_TEXTS = 1024
 """The most texts embedded ahead of their turns that the write path keeps (`prepare_turns`: an import's next
 batch, a live message), and so the most one call prepares."""
 MAX_TURNS_PER_CALL = 1024
-"""The most turns one `process_turns` call takes (one transaction): its loops on the event loop stay near 50 ms
-a slice, and a larger history goes in batches (`agent-memory ingest` sends 64 at a time)."""
+"""The most turns one `process_turns` call takes (one transaction), so its work on the event loop is bounded; a
+larger history goes in batches (`agent-memory ingest` sends 64 at a time)."""
+TURNS_PER_SLICE = 256
+"""The turns a batch's loops on the event loop go through before they let other callers in (20-50 ms here)."""
 EARLIEST_TIME = datetime(1000, 1, 1, tzinfo=UTC)
 LATEST_TIME = datetime(8999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 TIME_RULE = "a timezone-aware time from 1000-01-01 to 8999-12-31 (UTC)"

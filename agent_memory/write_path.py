@@ -44,11 +44,9 @@ from agent_memory.storage.journal import JsonlJournal, logged_turn
 from agent_memory.storage.outbox import TEXT
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import ImageCommit, ImagePlace, StoredImage, TurnCommit, image_commit
-from agent_memory.validation import MAX_PREPARED_TEXTS
+from agent_memory.validation import MAX_PREPARED_TEXTS, TURNS_PER_SLICE
 
 log = logging.getLogger(__name__)
-LOOP_SLICE = 256
-"""Turns a batch's loops on the event loop go through before they let other callers in: 50 ms or so."""
 
 
 class WritePath:
@@ -216,7 +214,7 @@ class WritePath:
         for index, (draft, position, decision, shared) in enumerate(
             zip(drafts, positions, decisions, groups, strict=True)
         ):
-            if index and index % LOOP_SLICE == 0:
+            if index and index % TURNS_PER_SLICE == 0:
                 await asyncio.sleep(0)
             commit = self._turn_commit(draft, position, decision, now, using.name, shared)
             commits.append(commit)
@@ -325,7 +323,7 @@ class WritePath:
         earlier = await asyncio.to_thread(earlier_in_batch, drafts) if len(drafts) > 1 else {}
         sessions: dict[tuple[str, str], deque[np.ndarray]] = {}  # each session's last turns of this batch
         for index, draft in enumerate(drafts):
-            if index and index % LOOP_SLICE == 0:
+            if index and index % TURNS_PER_SLICE == 0:
                 await asyncio.sleep(0)  # a large batch lets other callers in between its slices
             record = draft.record
             novelty = session = 0.0

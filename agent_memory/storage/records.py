@@ -46,6 +46,7 @@ from agent_memory.storage.rows import (
     turn_row,
 )
 from agent_memory.storage.sleep_records import SleepQueries
+from agent_memory.validation import TURNS_PER_SLICE
 
 READERS = 2
 """Read connections, each with its own thread. A query's reads overlap (the keyword search beside the grep hits'
@@ -251,7 +252,9 @@ class SqliteRecords(
         """Turn rows, memories, entities, decisions and outbox rows: all or nothing. `recovery_start` (the
         journal's low water) is where recovery reads the log from if the process dies after this commit."""
         rows = Inserts()
-        for commit in commits:
+        for index, commit in enumerate(commits):
+            if index and index % TURNS_PER_SLICE == 0:
+                await asyncio.sleep(0)  # a large batch lets other callers in while its rows are built
             rows.turn(commit, now)
         async with self.transaction() as db:
             await rows.write(db)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,7 @@ from agent_memory.models import (
     new_id,
 )
 from agent_memory.policy.controller import Policy
-from agent_memory.recall import Query, Recall, Recalled
+from agent_memory.recall import RANKED_ON_THE_LOOP, Query, Recall, Recalled
 from agent_memory.retrieval_log import RetrievalLog, RetrievalRecord
 from agent_memory.storage.outbox import Projector
 from agent_memory.storage.records import SqliteRecords
@@ -133,7 +134,8 @@ class ReadPath:
         limit = self.candidates_for(budget_tokens)
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, limit)
         facts, block = await self._known_facts(query, recalled.ranked, namespace, as_of, budget_tokens)
-        packed = self._pack_after(recalled.ranked, block, budget_tokens)
+        pack = partial(self._pack_after, recalled.ranked, block, budget_tokens)
+        packed = pack() if len(recalled.ranked.results) <= RANKED_ON_THE_LOOP else await asyncio.to_thread(pack)
         packed = replace(packed, facts=tuple(facts))
         named = await self._named([item.result for item in packed.items])
         packed = replace(
@@ -231,7 +233,11 @@ class ReadPath:
     async def _named(self, results: Sequence[RetrievalResult]) -> list[RetrievalResult]:
         """`results` with each memory's entities, read for these alone: candidates are ranked without them."""
         named = await self._entities([r.memory for r in results])
-        return [replace(r, memory=_named_as(r.memory, named)) for r in results]
+
+        def each() -> list[RetrievalResult]:
+            return [replace(r, memory=_named_as(r.memory, named)) for r in results]
+
+        return each() if len(results) <= RANKED_ON_THE_LOOP else await asyncio.to_thread(each)
 
     async def _entities(self, memories: Sequence[Memory]) -> dict[str, tuple[str, ...]]:
         return await self.records.entities_of([m.memory_id for m in memories]) if memories else {}

@@ -27,6 +27,7 @@ from agent_memory import (
 from agent_memory.config import Config, EmbeddingConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
+from agent_memory.recall import RANKED_ON_THE_LOOP
 from agent_memory.storage.outbox import Projector
 from agent_memory.storage.outbox_records import PENDING_KEYWORDS
 from agent_memory.validation import MAX_TURNS_PER_CALL
@@ -213,9 +214,11 @@ async def test_a_call_over_the_turn_limit_is_refused_whole_and_a_full_one_keeps_
     try:
         with caplog.at_level(logging.WARNING, logger="asyncio"):
             results = await manager.process_turns(over[:MAX_TURNS_PER_CALL], bulk=True)
+            wide = await manager.context("the heron by the lock gate", budget_tokens=1_000_000)  # ranked off the loop
     finally:
         loop.set_debug(debug)
     assert len(results) == MAX_TURNS_PER_CALL and [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+    assert len(wide.items) == MAX_TURNS_PER_CALL > RANKED_ON_THE_LOOP and wide.tokens <= 1_000_000
 
 
 def test_each_turn_is_compared_with_the_turns_before_it_in_its_batch_and_namespace() -> None:

@@ -26,6 +26,7 @@ from agent_memory.interfaces.client import DaemonClient
 from agent_memory.interfaces.http import ERRORS, HTTP_CODES, REQUEST_CODES, create_app, error_response
 from agent_memory.interfaces.http_guard import GUARD_CODES
 from agent_memory.interfaces.token import load_or_create_token
+from agent_memory.interfaces.wire import ENCODED_ON_THE_LOOP
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 from agent_memory.sleep.jobs import run_job
@@ -174,6 +175,23 @@ async def test_a_duplicate_turn_is_a_conflict(client: httpx.AsyncClient) -> None
     assert response.status_code == 409 and error_code(response) == "duplicate_turn"
     details = response.json()["error"]["details"]
     assert details == {"namespace": "default", "session_id": TURN["session_id"], "turn_number": TURN["turn_number"]}
+
+
+async def test_a_large_answer_is_encoded_whole(manager: MemoryManager, client: httpx.AsyncClient) -> None:
+    """A context or a retrieval of more than ENCODED_ON_THE_LOOP memories is turned into JSON on a worker thread
+    (interfaces/wire.py): the same answer as on the loop, every memory in it."""
+    turns = [
+        {"session_id": f"s{n // 50}", "turn_number": n % 50, "content": f"Heron {n} by the lock"} for n in range(260)
+    ]
+    assert (await client.post("/v1/turns/bulk", json={"turns": turns})).status_code == 200
+    wide = await client.post("/v1/context", json={"query": "a heron by the lock", "budget_tokens": 1_000_000})
+    assert wide.status_code == 200 and len(wide.json()["items"]) == len(turns) > ENCODED_ON_THE_LOOP
+    assert {item["memory"]["content"] for item in wide.json()["items"]} == {t["content"] for t in turns}
+    manager.configure_retrieval(manager.config.retrieval.model_copy(update={"candidate_limit": 500}))
+    found = await client.post("/v1/retrieve", json={"query": "a heron by the lock", "k": 1000})
+    assert found.status_code == 200 and [r["rank"] for r in found.json()] == list(range(1, len(turns) + 1))
+    narrow = await client.post("/v1/retrieve", json={"query": "a heron by the lock", "k": 5})
+    assert [set(r) for r in narrow.json()] == [set(r) for r in found.json()[:5]]  # one shape either side
 
 
 async def test_texts_prepared_ahead_are_embedded_and_nothing_is_stored(client: httpx.AsyncClient) -> None:

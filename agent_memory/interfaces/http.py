@@ -47,7 +47,7 @@ from agent_memory.interfaces.http_facts import fact_routes
 from agent_memory.interfaces.http_guard import UNAUTHORIZED, CatchAll, RequestGuard, answers, error_body, errors
 from agent_memory.interfaces.http_notes import note_routes
 from agent_memory.interfaces.http_revisions import revision_routes
-from agent_memory.interfaces.wire import answer, plain
+from agent_memory.interfaces.wire import answer, encoded, plain
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, DoctorReport, JobRun, Memory, RetrievalResult, Role, TurnInput, TurnResult
 from agent_memory.policy.export import policy_lines
@@ -333,7 +333,7 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
         results = await manager.retrieve(
             body.query, emotional_context=emotion, k=body.k, namespace=body.namespace, now=body.now, as_of=body.as_of
         )
-        return answer([result_json(r) for r in results])
+        return await encoded(lambda: [result_json(r) for r in results], len(results))
 
     @v1.post("/context", response_model=None, responses=answers("object", 400, 422))
     async def context(body: ContextBody) -> Response:
@@ -346,7 +346,7 @@ def _routes(manager: MemoryManager, scheduler: Any | None) -> APIRouter:
             now=body.now,
             as_of=body.as_of,
         )
-        return answer(context_json(packed))
+        return await encoded(lambda: context_json(packed), len(packed.items))
 
     @v1.get("/memories/{memory_id}", response_model=None, responses=answers("object", 404, 422))
     async def get_memory(memory_id: str, original: bool = False) -> Response:

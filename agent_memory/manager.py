@@ -70,7 +70,7 @@ from agent_memory.storage.outbox import IMAGE, TEXT, Projector
 from agent_memory.storage.private import make_private_dirs, make_private_tree
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.validation import (
-    MAX_TURNS_PER_CALL,
+    check_batch,
     check_content,
     check_emotion,
     check_turn,
@@ -351,11 +351,7 @@ class MemoryManager(ReadPath):
         vectors again in float32 while the store is idle (vector_upgrade.py).
         """
         self._check_open()
-        if len(turns) > MAX_TURNS_PER_CALL:
-            raise InvalidInput(
-                f"{len(turns)} turns in one call, over the limit of {MAX_TURNS_PER_CALL}; send them in batches "
-                "(agent-memory ingest sends 64 at a time); nothing was written"
-            )
+        check_batch(len(turns))
         now = self.clock()
         checked = [self._validate(t, i, now) for i, t in enumerate(turns)]
         keys = [(t.namespace, t.session_id, t.turn_number) for t, _ in checked]

@@ -212,3 +212,12 @@ def turn_from_mapping(data: Mapping[str, Any]) -> TurnInput:
     if missing:
         raise InvalidInput(f"A turn is missing {sorted(missing)}")
     return TurnInput(**data)
+
+
+def check_batch(count: int) -> None:
+    """InvalidInput, naming the count, for a `process_turns` call over MAX_TURNS_PER_CALL turns."""
+    if count > MAX_TURNS_PER_CALL:
+        raise InvalidInput(
+            f"{count} turns in one call, over the limit of {MAX_TURNS_PER_CALL}; send them in batches "
+            "(agent-memory ingest sends 64 at a time); nothing was written"
+        )

@@ -27,6 +27,7 @@ from agent_memory.cognition.novelty import (
     UNKNOWN_NOVELTY,
     RecentVectors,
     TurnVectors,
+    earlier_in_batch,
     session_surprise,
 )
 from agent_memory.cognition.salience import asks_question, text_features
@@ -320,7 +321,8 @@ class WritePath:
         in this batch (`earlier_in_batch`, on a worker thread: it grows with the square of a batch's size)."""
         settings, window = self.config.save, self.config.save.session_window
         stored = await self._nearest_stored(drafts)
-        earlier = await asyncio.to_thread(earlier_in_batch, drafts) if len(drafts) > 1 else {}
+        vectors, namespaces = [d.vector for d in drafts], [d.record.namespace for d in drafts]
+        earlier = await asyncio.to_thread(earlier_in_batch, vectors, namespaces) if len(drafts) > 1 else {}
         sessions: dict[tuple[str, str], deque[np.ndarray]] = {}  # each session's last turns of this batch
         for index, draft in enumerate(drafts):
             if index and index % TURNS_PER_SLICE == 0:
@@ -329,7 +331,7 @@ class WritePath:
             novelty = session = 0.0
             gap_id = None
             if draft.vector is not None:
-                found = [stored[id(draft)], self.recent.best(record.namespace, draft.vector), earlier.get(id(draft))]
+                found = [stored[id(draft)], self.recent.best(record.namespace, draft.vector), earlier.get(index)]
                 scores = [score for score in found if score is not None]
                 novelty = UNKNOWN_NOVELTY if not scores else 1.0 - max(0.0, max(scores))
                 before = sessions.setdefault((record.namespace, record.session_id), deque(maxlen=window))
@@ -473,20 +475,3 @@ class PreparedVectors:
 
     def clear(self) -> None:
         self._vectors.clear()
-
-
-def earlier_in_batch(drafts: Sequence[Draft]) -> dict[int, float]:
-    """By `id(draft)`: the best cosine between a turn and the turns before it in the batch, in its namespace (a
-    namespace's first turn of the batch has none). The namespace's vectors are stacked once and each turn's row is
-    one matrix-vector product over the rows before it: the products the novelty check always made, without
-    stacking the batch again for every turn."""
-    groups: dict[str, list[Draft]] = {}
-    for draft in drafts:
-        if draft.vector is not None:
-            groups.setdefault(draft.record.namespace, []).append(draft)
-    best: dict[int, float] = {}
-    for group in groups.values():
-        stacked = np.stack([d.vector for d in group if d.vector is not None])
-        for row in range(1, len(group)):
-            best[id(group[row])] = float(np.max(stacked[:row] @ stacked[row]))
-    return best

@@ -24,6 +24,7 @@ from agent_memory import (
     TurnInput,
     TurnNotFound,
 )
+from agent_memory.cognition.novelty import earlier_in_batch
 from agent_memory.config import Config, EmbeddingConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
@@ -224,26 +225,22 @@ async def test_a_call_over_the_turn_limit_is_refused_whole_and_a_full_one_keeps_
 def test_each_turn_is_compared_with_the_turns_before_it_in_its_batch_and_namespace() -> None:
     """`earlier_in_batch` stacks a namespace's vectors once: the same cosines, to the bit, as stacking the turns
     before each one again, and none for a namespace's first turn or a turn with no vector (a phatic one)."""
-    from types import SimpleNamespace
-
-    from agent_memory.write_path import earlier_in_batch
-
     rng = np.random.default_rng(3)
-    drafts = []
+    vectors: list[np.ndarray | None] = []
+    namespaces = ["a" if n % 3 else "b" for n in range(120)]
     for n in range(120):
         vector = rng.standard_normal(384).astype(np.float32)
-        record = SimpleNamespace(namespace="a" if n % 3 else "b")
-        drafts.append(SimpleNamespace(vector=None if n % 17 == 0 else vector / np.linalg.norm(vector), record=record))
-    found = earlier_in_batch(drafts)  # type: ignore[arg-type]
-    seen: list[SimpleNamespace] = []
-    for draft in drafts:
-        if draft.vector is None:
-            assert id(draft) not in found
+        vectors.append(None if n % 17 == 0 else vector / np.linalg.norm(vector))
+    found = earlier_in_batch(vectors, namespaces)
+    seen: list[int] = []
+    for position, vector in enumerate(vectors):
+        if vector is None:
+            assert position not in found
             continue
-        before = [d.vector for d in seen if d.record.namespace == draft.record.namespace]
-        expected = float(np.max(np.stack(before) @ draft.vector)) if before else None
-        assert found.get(id(draft)) == expected
-        seen.append(draft)
+        before = [vectors[i] for i in seen if namespaces[i] == namespaces[position]]
+        expected = float(np.max(np.stack(before) @ vector)) if before else None  # type: ignore[arg-type]
+        assert found.get(position) == expected
+        seen.append(position)
     assert len(found) == len(seen) - 2  # each namespace's first turn has none
 
 

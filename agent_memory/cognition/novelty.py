@@ -3,7 +3,7 @@ may not have put in Qdrant yet. Pure: no I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -100,3 +100,21 @@ def session_surprise(vector: np.ndarray, before: list[np.ndarray]) -> float:
     if not before:
         return 0.5
     return float(np.clip(1.0 - np.mean(np.stack(before) @ vector), 0.0, 1.0))
+
+
+def earlier_in_batch(vectors: Sequence[np.ndarray | None], namespaces: Sequence[str]) -> dict[int, float]:
+    """By position: the best cosine between a turn's vector and those of the turns before it in the batch, in its
+    namespace (none for a namespace's first turn of the batch, or a turn with no vector). Each namespace's vectors
+    are stacked once and each row is one matrix-vector product over the rows before it: the products the novelty
+    check always made, without stacking the batch again for every turn (which held the event loop for 0.7-1.1 s
+    at 1,024 turns)."""
+    groups: dict[str, list[int]] = {}
+    for position, (vector, namespace) in enumerate(zip(vectors, namespaces, strict=True)):
+        if vector is not None:
+            groups.setdefault(namespace, []).append(position)
+    best: dict[int, float] = {}
+    for positions in groups.values():
+        stacked = np.stack([vectors[i] for i in positions])  # type: ignore[misc]
+        for row in range(1, len(positions)):
+            best[positions[row]] = float(np.max(stacked[:row] @ stacked[row]))
+    return best

@@ -1,4 +1,5 @@
-"""Readers that turn conversation files into TurnInputs: our JSONL, LoCoMo and LongMemEval.
+"""Readers that turn conversation files into TurnInputs: our JSONL, LoCoMo, LongMemEval, and ChatGPT's and
+Claude's exports (chat_exports.py).
 
 The benchmark files are read from wherever the user keeps them; nothing of them is copied or shipped.
 """
@@ -16,7 +17,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from agent_memory.chat_exports import chatgpt_turns, claude_turns
 from agent_memory.errors import InvalidInput
+from agent_memory.json_stream import array_items, open_input
 from agent_memory.models import TurnInput
 from agent_memory.validation import turn_from_mapping
 
@@ -26,7 +29,7 @@ LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
 def read_json(path: Path) -> Any:
     """The JSON document in `path` (gzip when it ends in .gz; a UTF-8 byte order mark is allowed). InvalidInput
     names the file and, for bad bytes or bad JSON, the line."""
-    with _open_input(path) as fh:
+    with open_input(path) as fh:
         raw = _read_all(path, fh)
     try:
         text = raw.decode("utf-8-sig")
@@ -41,7 +44,7 @@ def read_json(path: Path) -> Any:
 
 def read_jsonl(path: Path) -> Iterator[TurnInput]:
     """One turn per line (blank lines skipped; a UTF-8 byte order mark is allowed). InvalidInput names the line."""
-    with _open_input(path) as fh:
+    with open_input(path) as fh:
         for number, raw in enumerate(fh, 1):
             line = _decode_line(path, number, raw[3:] if number == 1 and raw.startswith(codecs.BOM_UTF8) else raw)
             if not line.strip():
@@ -54,17 +57,6 @@ def read_jsonl(path: Path) -> Iterator[TurnInput]:
                 yield turn_from_mapping(data)
             except InvalidInput as exc:
                 raise InvalidInput(f"{path.name} line {number}: {exc}") from None
-
-
-def _open_input(path: Path) -> gzip.GzipFile | io.BufferedReader:
-    try:
-        return gzip.GzipFile(path, "rb") if path.suffix == ".gz" else path.open("rb")
-    except FileNotFoundError:
-        raise InvalidInput(f"Cannot read {path}: no such file") from None
-    except IsADirectoryError:
-        raise InvalidInput(f"Cannot read {path}: it is a directory, not a file") from None
-    except OSError as exc:
-        raise InvalidInput(f"Cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def _read_all(path: Path, fh: gzip.GzipFile | io.BufferedReader) -> bytes:
@@ -83,12 +75,8 @@ def _decode_line(path: Path, number: int, raw: bytes) -> str:
 
 
 def _entries(path: Path, what: str) -> Iterator[tuple[int, Any]]:
-    """The numbered entries of a benchmark file, which is a JSON list of `what`."""
-    data = read_json(path)
-    if not isinstance(data, list):
-        kind = "an object" if isinstance(data, dict) else type(data).__name__
-        raise InvalidInput(f"{path.name}: expected a JSON list of {what}, got {kind}")
-    yield from enumerate(data, 1)
+    """The numbered entries of a benchmark file, which is a JSON list of `what`, read one at a time."""
+    return array_items(path, what)
 
 
 def _malformed(path: Path, what: str, exc: Exception) -> InvalidInput:
@@ -180,4 +168,10 @@ def namespace_of(raw: str) -> str:
     return re.sub(r"[^A-Za-z0-9._:@/-]", "-", str(raw))[:128] or "default"
 
 
-READERS = {"jsonl": read_jsonl, "locomo": locomo_turns, "longmemeval": longmemeval_turns}
+READERS = {
+    "jsonl": read_jsonl,
+    "chatgpt": chatgpt_turns,
+    "claude": claude_turns,
+    "locomo": locomo_turns,
+    "longmemeval": longmemeval_turns,
+}

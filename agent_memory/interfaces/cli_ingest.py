@@ -3,7 +3,8 @@
 - **Checked first.** The file is read once and checked whole before a turn is written (a bad turn anywhere means
   nothing is written), then read again to ingest: both passes stream it, a line at a time for JSONL, so memory
   holds one batch of turns and one key per turn for the duplicate check (about 100 bytes a turn), never the
-  file's text. (The LoCoMo and LongMemEval readers load their JSON file whole: those formats are one document.)
+  file's text. A format that is one JSON list (a ChatGPT or Claude export, LoCoMo, LongMemEval) is read an item
+  at a time (json_stream.py): a conversation or a question in memory, not the document.
 - **Resumable.** A turn the store already has, by (namespace, session, turn number), is skipped, so running the
   same command again after an interruption (Ctrl-C, a crash, `--limit`) writes only what is missing, and a batch
   is all or nothing (one transaction), so no turn is half there. `--no-resume` refuses a stored turn instead, as an

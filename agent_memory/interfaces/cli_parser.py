@@ -48,7 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = commands.add_parser("ingest", help="ingest turns from a file")
     ingest.add_argument("file", type=Path)
-    ingest.add_argument("--format", choices=["jsonl", "locomo", "longmemeval"], default="jsonl")
+    ingest.add_argument(
+        "--format",
+        choices=["jsonl", "chatgpt", "claude", "locomo", "longmemeval"],
+        default="jsonl",
+        help="jsonl (default), a ChatGPT or Claude export's conversations.json, or a benchmark file",
+    )
     ingest.add_argument("--namespace", help="put every turn in this namespace")
     ingest.add_argument("--batch", type=_positive, default=64, help="turns per transaction (default 64)")
     ingest.add_argument("--limit", type=_positive, help="ingest at most this many turns")

@@ -1,0 +1,147 @@
+"""The items of a JSON file that is one large array, read one item at a time.
+
+A chat export (ChatGPT's or Claude's `conversations.json`) or a benchmark file is a single JSON list that can run
+to hundreds of megabytes. `array_items` decodes it item by item from a file (gzip when it ends in .gz), so memory
+holds the item being read and a read-ahead of CHUNK bytes, never the whole document. Errors are InvalidInput and
+name the file and where: the line and column of malformed JSON, the byte and line of text that is not UTF-8.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import json
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agent_memory.errors import InvalidInput
+
+CHUNK = 1 << 20
+"""Bytes read at a time; an item larger than the text buffered is read in reads as large as the buffer, so a long
+item is decoded a bounded number of times over (the buffer at least doubles between two tries)."""
+_WHITESPACE = " \t\n\r"
+_ENDS_NUMBER = frozenset(_WHITESPACE + ",]}")
+_KINDS = {"{": "an object", '"': "a string", "t": "a boolean", "f": "a boolean", "n": "null"}
+
+
+def open_input(path: Path) -> gzip.GzipFile | io.BufferedReader:
+    """`path` opened for reading bytes, gunzipped when it ends in .gz; InvalidInput when it cannot be opened."""
+    try:
+        return gzip.GzipFile(path, "rb") if path.suffix == ".gz" else path.open("rb")
+    except FileNotFoundError:
+        raise InvalidInput(f"Cannot read {path}: no such file") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"Cannot read {path}: it is a directory, not a file") from None
+    except OSError as exc:
+        raise InvalidInput(f"Cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def array_items(path: Path, what: str, *, chunk: int = CHUNK) -> Iterator[tuple[int, Any]]:
+    """Each item of the JSON list in `path`, numbered from 1. `what` names the items in errors ("expected a JSON
+    list of conversations"). A UTF-8 byte order mark is allowed. `chunk`: bytes read at a time."""
+    with open_input(path) as raw:
+        reader = _Reader(path, raw, chunk)
+        if reader.next_char() != "[":
+            found = reader.next_char()
+            kind = "nothing" if found == "" else _KINDS.get(found, "a number" if found in "-0123456789" else "")
+            if not kind:
+                reader.malformed("expected '['")
+            raise InvalidInput(f"{path.name}: expected a JSON list of {what}, got {kind}")
+        reader.pos += 1
+        number = 0
+        if reader.next_char() == "]":
+            reader.pos += 1
+        else:
+            while True:
+                number += 1
+                yield number, reader.value()
+                separator = reader.next_char()
+                reader.pos += 1
+                if separator == "]":
+                    break
+                if separator != ",":
+                    reader.pos -= 1
+                    reader.malformed(f"expected ',' or ']' after item {number}")
+        if reader.next_char() != "":
+            reader.malformed("extra data after the list")
+
+
+def _may_go_on(item: Any, text: str, end: int) -> bool:
+    """True when `item` is a number that the text read so far may cut short ("-45" of "-4500.5"): one not followed
+    by a character that ends a number. Every other JSON value ends with a character of its own."""
+    number = isinstance(item, (int, float)) and not isinstance(item, bool)
+    return number and (end == len(text) or text[end] not in _ENDS_NUMBER)
+
+
+class _Reader:
+    """A window of decoded text over the file, with the line and column of its first character kept, so an error
+    anywhere can name its place in the file."""
+
+    def __init__(self, path: Path, raw: gzip.GzipFile | io.BufferedReader, chunk: int) -> None:
+        self.path, self.raw, self.chunk = path, raw, chunk
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()  # drops a byte order mark
+        self.text, self.pos = "", 0
+        self.line, self.column = 1, 0  # of self.text[0]: its line, and the characters before it on that line
+        self.eof = False
+        self._json = json.JSONDecoder()
+
+    def next_char(self) -> str:
+        """The next character that is not whitespace, left unread; "" at the end of the file."""
+        while True:
+            while self.pos < len(self.text) and self.text[self.pos] in _WHITESPACE:
+                self.pos += 1
+            if self.pos < len(self.text) or not self._more():
+                return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def value(self) -> Any:
+        """The JSON value at the read position, read whole (more text is read until it is complete)."""
+        self.next_char()
+        self._drop_read()
+        while True:
+            try:
+                item, end = self._json.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as exc:
+                if self._more(len(self.text) - self.pos):
+                    continue
+                self.pos = exc.pos
+                self.malformed(exc.msg)
+            if not _may_go_on(item, self.text, end) or not self._more(len(self.text) - self.pos):
+                self.pos = end
+                return item
+
+    def malformed(self, message: str) -> None:
+        before = self.text[: self.pos]
+        newlines = before.count("\n")
+        column = self.pos - before.rfind("\n") if newlines else self.column + self.pos + 1
+        raise InvalidInput(f"{self.path.name} line {self.line + newlines} column {column}: malformed JSON ({message})")
+
+    def _more(self, at_least: int = 0) -> bool:
+        """Read on (at least as much as `at_least` characters, so a long item is tried again a bounded number of
+        times); False at the end of the file."""
+        if self.eof:
+            return False
+        try:
+            chunk = self.raw.read(max(self.chunk, at_least))
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            raise InvalidInput(f"Cannot read {self.path}: {exc}") from exc
+        self.eof = not chunk
+        try:
+            self.text += self.decoder.decode(chunk, final=self.eof)
+        except UnicodeDecodeError as exc:
+            bad = exc.object[exc.start] if exc.start < len(exc.object) else 0
+            line = self.line + self.text.count("\n") + exc.object.count(b"\n", 0, exc.start)
+            raise InvalidInput(f"{self.path.name} is not valid UTF-8 (byte 0x{bad:02x} on line {line})") from None
+        return not self.eof
+
+    def _drop_read(self) -> None:
+        """Forget the text before the read position once it is a chunk long, keeping its line and column."""
+        if self.pos < self.chunk:
+            return
+        gone = self.text[: self.pos]
+        newlines = gone.count("\n")
+        self.line += newlines
+        self.column = self.pos - gone.rfind("\n") - 1 if newlines else self.column + self.pos
+        self.text, self.pos = self.text[self.pos :], 0

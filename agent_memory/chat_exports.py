@@ -2,7 +2,8 @@
 
 Each conversation becomes a session (`chatgpt/<conversation id>`, `claude/<conversation uuid>`), each message of it
 a turn dated by the message's own time, so a year of history is remembered as it was lived. The file is read one
-conversation at a time (json_stream.py): memory holds one conversation, whatever the export's size.
+conversation at a time (json_stream.py): memory holds one conversation, whatever the export's size. The export's
+zip, as downloaded, is read as well as the `conversations.json` in it.
 
 Both exports keep a conversation as a tree: editing a message or asking for another answer starts a branch, and
 the abandoned branches stay in the file. What is read is the conversation as it was left: the thread from the
@@ -26,6 +27,8 @@ from agent_memory.errors import InvalidInput
 from agent_memory.json_stream import array_items
 from agent_memory.models import TurnInput
 
+EXPORT_FILE = "conversations.json"
+"""The file of an export's zip that holds the conversations (the zip can be given as it was downloaded)."""
 CHATGPT_TEXT = frozenset({"text", "multimodal_text"})
 """ChatGPT content types that are what was said; the rest are tools' output, reasoning or hidden context."""
 CLAUDE_ROLES = {"human": "user", "assistant": "assistant"}
@@ -33,13 +36,13 @@ CLAUDE_ROLES = {"human": "user", "assistant": "assistant"}
 
 def chatgpt_turns(path: Path) -> Iterator[TurnInput]:
     """The turns of a ChatGPT export's `conversations.json`, conversation by conversation."""
-    for position, conversation in array_items(path, "conversations"):
+    for position, conversation in array_items(path, "conversations", member=EXPORT_FILE):
         yield from _checked(path, position, _chatgpt_conversation, conversation)
 
 
 def claude_turns(path: Path) -> Iterator[TurnInput]:
     """The turns of a Claude export's `conversations.json`, conversation by conversation."""
-    for position, conversation in array_items(path, "conversations"):
+    for position, conversation in array_items(path, "conversations", member=EXPORT_FILE):
         yield from _checked(path, position, _claude_conversation, conversation)
 
 

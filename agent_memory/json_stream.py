@@ -1,7 +1,8 @@
 """The items of a JSON file that is one large array, read one item at a time.
 
 A chat export (ChatGPT's or Claude's `conversations.json`) or a benchmark file is a single JSON list that can run
-to hundreds of megabytes. `array_items` decodes it item by item from a file (gzip when it ends in .gz), so memory
+to hundreds of megabytes. `array_items` decodes it item by item from a file (gzip when it ends in .gz, a file in a
+zip when it ends in .zip), so memory
 holds the item being read and a read-ahead of CHUNK bytes, never the whole document. Errors are InvalidInput and
 name the file and where: the line and column of malformed JSON, the byte and line of text that is not UTF-8.
 """
@@ -9,13 +10,14 @@ name the file and where: the line and column of malformed JSON, the byte and lin
 from __future__ import annotations
 
 import codecs
+import contextlib
 import gzip
-import io
 import json
+import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from agent_memory.errors import InvalidInput
 
@@ -27,22 +29,68 @@ _ENDS_NUMBER = frozenset(_WHITESPACE + ",]}")
 _KINDS = {"{": "an object", '"': "a string", "t": "a boolean", "f": "a boolean", "n": "null"}
 
 
-def open_input(path: Path) -> gzip.GzipFile | io.BufferedReader:
-    """`path` opened for reading bytes, gunzipped when it ends in .gz; InvalidInput when it cannot be opened."""
+READ_ERRORS = (OSError, EOFError, zlib.error, zipfile.BadZipFile)
+"""What reading a file can raise beyond a decode: an I/O error, a truncated or corrupt gzip stream (BadGzipFile is an
+OSError), a zip member whose checksum fails."""
+
+
+@contextlib.contextmanager
+def open_input(path: Path, member: str | None = None) -> Iterator[BinaryIO]:
+    """`path` opened for reading bytes: gunzipped when it ends in .gz; for a .zip (an export as downloaded), its file
+    named `member` in any folder of it, or with no `member` its one JSON or JSONL file. InvalidInput when it cannot
+    be opened, says why, and for a zip without the file, what the zip holds."""
+    if path.suffix.lower() == ".zip":
+        with _zip_member(path, member) as fh:
+            yield fh
+        return
     try:
-        return gzip.GzipFile(path, "rb") if path.suffix == ".gz" else path.open("rb")
+        opened: BinaryIO = gzip.GzipFile(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[assignment]
     except FileNotFoundError:
         raise InvalidInput(f"Cannot read {path}: no such file") from None
     except IsADirectoryError:
         raise InvalidInput(f"Cannot read {path}: it is a directory, not a file") from None
     except OSError as exc:
         raise InvalidInput(f"Cannot read {path}: {exc.strerror or exc}") from exc
+    with opened:
+        yield opened
 
 
-def array_items(path: Path, what: str, *, chunk: int = CHUNK) -> Iterator[tuple[int, Any]]:
-    """Each item of the JSON list in `path`, numbered from 1. `what` names the items in errors ("expected a JSON
-    list of conversations"). A UTF-8 byte order mark is allowed. `chunk`: bytes read at a time."""
-    with open_input(path) as raw:
+@contextlib.contextmanager
+def _zip_member(path: Path, member: str | None) -> Iterator[BinaryIO]:
+    try:
+        archive = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise InvalidInput(f"Cannot read {path}: no such file") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"Cannot read {path}: it is a directory, not a file") from None
+    except zipfile.BadZipFile as exc:
+        raise InvalidInput(f"Cannot read {path}: not a zip file ({exc})") from None
+    except OSError as exc:
+        raise InvalidInput(f"Cannot read {path}: {exc.strerror or exc}") from exc
+    with archive:
+        names = [info.filename for info in archive.infolist() if not info.is_dir()]
+        if member:
+            found = [name for name in names if name.rsplit("/", 1)[-1] == member]
+        else:
+            found = [name for name in names if name.lower().endswith((".json", ".jsonl"))]
+        if len(found) != 1:
+            wanted = f"a file named {member}" if member else "one JSON or JSONL file"
+            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            has = f"{len(found)} of them" if found else f"none (it holds: {shown or 'nothing'})"
+            raise InvalidInput(f"{path.name}: expected {wanted} in the zip, found {has}")
+        try:
+            opened = archive.open(found[0])
+        except (zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:  # unknown compression, encrypted
+            raise InvalidInput(f"Cannot read {found[0]} in {path}: {exc}") from None
+        with opened:
+            yield opened  # type: ignore[misc]
+
+
+def array_items(path: Path, what: str, *, member: str | None = None, chunk: int = CHUNK) -> Iterator[tuple[int, Any]]:
+    """Each item of the JSON list in `path` (or in its zip's `member`: open_input), numbered from 1. `what` names the
+    items in errors ("expected a JSON list of conversations"). A UTF-8 byte order mark is allowed. `chunk`: bytes
+    read at a time."""
+    with open_input(path, member) as raw:
         reader = _Reader(path, raw, chunk)
         if reader.next_char() != "[":
             found = reader.next_char()
@@ -80,7 +128,7 @@ class _Reader:
     """A window of decoded text over the file, with the line and column of its first character kept, so an error
     anywhere can name its place in the file."""
 
-    def __init__(self, path: Path, raw: gzip.GzipFile | io.BufferedReader, chunk: int) -> None:
+    def __init__(self, path: Path, raw: BinaryIO, chunk: int) -> None:
         self.path, self.raw, self.chunk = path, raw, chunk
         self.decoder = codecs.getincrementaldecoder("utf-8-sig")()  # drops a byte order mark
         self.text, self.pos = "", 0
@@ -125,7 +173,7 @@ class _Reader:
             return False
         try:
             chunk = self.raw.read(max(self.chunk, at_least))
-        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        except READ_ERRORS as exc:
             raise InvalidInput(f"Cannot read {self.path}: {exc}") from exc
         self.eof = not chunk
         try:

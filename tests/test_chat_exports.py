@@ -10,12 +10,14 @@ import gzip
 import json
 import sqlite3
 import tracemalloc
+import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_memory.bench.datasets import read_jsonl
 from agent_memory.chat_exports import chatgpt_turns, claude_turns
 from agent_memory.errors import InvalidInput
 from agent_memory.interfaces.cli import main
@@ -237,6 +239,53 @@ def test_chatgpt_a_malformed_conversation_is_named(tmp_path: Path) -> None:
         path.write_text(json.dumps([good, bad]))
         with pytest.raises(InvalidInput, match="c.json, " + says.replace("(", r"\(")):
             list(chatgpt_turns(path))
+
+
+def test_an_export_is_read_from_its_zip_as_downloaded(tmp_path: Path) -> None:
+    plain = tmp_path / "conversations.json"
+    plain.write_text(json.dumps([porto_chat()]))
+    export = tmp_path / "export.zip"
+    with zipfile.ZipFile(export, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("chat.html", "<html></html>")
+        archive.writestr("user.json", "{}")
+        archive.write(plain, "export-2026-12-06/conversations.json")
+    assert list(chatgpt_turns(export)) == list(chatgpt_turns(plain))
+
+    empty = tmp_path / "photos.zip"
+    with zipfile.ZipFile(empty, "w") as archive:
+        archive.writestr("a.png", b"png")
+    with pytest.raises(
+        InvalidInput,
+        match=r"photos.zip: expected a file named conversations.json in the zip, found none \(it holds: a.png\)",
+    ):
+        list(chatgpt_turns(empty))
+    (tmp_path / "fake.zip").write_text("not a zip")
+    with pytest.raises(InvalidInput, match="fake.zip: not a zip file"):
+        list(claude_turns(tmp_path / "fake.zip"))
+
+    corrupt = tmp_path / "corrupt.zip"  # a stored member whose bytes no longer match its checksum
+    with zipfile.ZipFile(corrupt, "w", zipfile.ZIP_STORED) as archive:
+        archive.write(plain, "conversations.json")
+    data = corrupt.read_bytes()
+    at_text = data.index(b"Porto")
+    corrupt.write_bytes(data[:at_text] + b"Paris" + data[at_text + 5 :])
+    with pytest.raises(InvalidInput, match="Cannot read .*corrupt.zip: Bad CRC-32"):
+        list(chatgpt_turns(corrupt))
+
+
+def test_jsonl_in_a_zip_and_an_export_given_as_jsonl_says_which_format_to_use(tmp_path: Path) -> None:
+    turns = tmp_path / "turns.zip"
+    with zipfile.ZipFile(turns, "w") as archive:
+        archive.writestr("README.txt", "my turns")
+        archive.writestr("t/turns.jsonl", json.dumps({"session_id": "s1", "turn_number": 0, "content": "hello"}) + "\n")
+    assert [t.content for t in read_jsonl(turns)] == ["hello"]
+    for indent in (None, 2):
+        export = tmp_path / "conversations.json"
+        export.write_text(json.dumps([porto_chat()], indent=indent))
+        with pytest.raises(
+            InvalidInput, match="conversations.json line 1: .*read with --format chatgpt or --format claude"
+        ):
+            list(read_jsonl(export))
 
 
 # --- Claude ---------------------------------------------------------------------------------------------------------

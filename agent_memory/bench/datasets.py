@@ -7,19 +7,16 @@ The benchmark files are read from wherever the user keeps them; nothing of them 
 from __future__ import annotations
 
 import codecs
-import gzip
-import io
 import json
 import re
-import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from agent_memory.chat_exports import chatgpt_turns, claude_turns
 from agent_memory.errors import InvalidInput
-from agent_memory.json_stream import array_items, open_input
+from agent_memory.json_stream import READ_ERRORS, array_items, open_input
 from agent_memory.models import TurnInput
 from agent_memory.validation import turn_from_mapping
 
@@ -27,7 +24,8 @@ LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
 
 
 def read_json(path: Path) -> Any:
-    """The JSON document in `path` (gzip when it ends in .gz; a UTF-8 byte order mark is allowed). InvalidInput
+    """The JSON document in `path` (gzip when it ends in .gz, the one JSON file of a .zip; a UTF-8 byte order mark is
+    allowed). InvalidInput
     names the file and, for bad bytes or bad JSON, the line."""
     with open_input(path) as fh:
         raw = _read_all(path, fh)
@@ -45,24 +43,41 @@ def read_json(path: Path) -> Any:
 def read_jsonl(path: Path) -> Iterator[TurnInput]:
     """One turn per line (blank lines skipped; a UTF-8 byte order mark is allowed). InvalidInput names the line."""
     with open_input(path) as fh:
-        for number, raw in enumerate(fh, 1):
+        for number, raw in enumerate(_lines(path, fh), 1):
             line = _decode_line(path, number, raw[3:] if number == 1 and raw.startswith(codecs.BOM_UTF8) else raw)
             if not line.strip():
                 continue
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InvalidInput(f"{path.name} line {number}: malformed JSON ({exc.msg})") from None
+                raise InvalidInput(f"{path.name} line {number}: malformed JSON ({exc.msg}){_hint(line)}") from None
             try:
                 yield turn_from_mapping(data)
             except InvalidInput as exc:
-                raise InvalidInput(f"{path.name} line {number}: {exc}") from None
+                raise InvalidInput(f"{path.name} line {number}: {exc}{_hint(line)}") from None
 
 
-def _read_all(path: Path, fh: gzip.GzipFile | io.BufferedReader) -> bytes:
+def _hint(line: str) -> str:
+    """For a line that opens a JSON list: the formats that are one (a chat export is the likeliest)."""
+    if not line.lstrip().startswith("["):
+        return ""
+    return (
+        "; this file looks like one JSON list, not JSONL: a ChatGPT or Claude export's conversations.json is read "
+        "with --format chatgpt or --format claude"
+    )
+
+
+def _lines(path: Path, fh: BinaryIO) -> Iterator[bytes]:
+    try:
+        yield from fh
+    except READ_ERRORS as exc:
+        raise InvalidInput(f"Cannot read {path}: {exc}") from exc
+
+
+def _read_all(path: Path, fh: BinaryIO) -> bytes:
     try:
         return fh.read()
-    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+    except READ_ERRORS as exc:
         raise InvalidInput(f"Cannot read {path}: {exc}") from exc
 
 

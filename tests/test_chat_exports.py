@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.bench.datasets import read_jsonl
+from agent_memory.bench.datasets import detect_format, read_jsonl
 from agent_memory.chat_exports import chatgpt_turns, claude_turns
 from agent_memory.errors import InvalidInput
 from agent_memory.interfaces.cli import main
@@ -288,6 +288,33 @@ def test_jsonl_in_a_zip_and_an_export_given_as_jsonl_says_which_format_to_use(tm
             list(read_jsonl(export))
 
 
+def test_the_format_is_told_from_the_file(tmp_path: Path) -> None:
+    claude = {"uuid": "c", "name": "", "created_at": at(0).isoformat(), "chat_messages": []}
+    locomo = {"sample_id": "conv-1", "conversation": {}, "qa": []}
+    files = {
+        "turns.jsonl": ('\ufeff  {"session_id": "s1", "turn_number": 0, "content": "hi"}\n', "jsonl"),
+        "chatgpt.json": ("\n" + json.dumps([porto_chat()], indent=2), "chatgpt"),
+        "claude.json": (json.dumps([claude]), "claude"),
+        "locomo.json": (json.dumps([locomo]), "locomo"),
+        "photo.png": ("\x89PNG", "jsonl"),  # not a list: JSONL's reader names what is wrong, by line
+    }
+    for name, (content, expected) in files.items():
+        (tmp_path / name).write_text(content, encoding="utf-8")
+        assert detect_format(tmp_path / name) == expected, name
+    with gzip.open(tmp_path / "lme.json.gz", "wt") as fh:
+        json.dump([{"question_id": "q1", "haystack_sessions": []}], fh)
+    assert detect_format(tmp_path / "lme.json.gz") == "longmemeval"
+
+    (tmp_path / "other.json").write_text(json.dumps([{"name": "x", "rows": []}]))
+    with pytest.raises(
+        InvalidInput, match=r"other.json is a JSON list whose first item \(an item with keys \['name', 'rows'\]\)"
+    ):
+        detect_format(tmp_path / "other.json")
+    (tmp_path / "empty.json").write_text("[ ]")
+    with pytest.raises(InvalidInput, match="empty.json is an empty JSON list: nothing to ingest"):
+        detect_format(tmp_path / "empty.json")
+
+
 # --- Claude ---------------------------------------------------------------------------------------------------------
 
 ROOT_PARENT = "00000000-0000-4000-8000-000000000000"
@@ -407,8 +434,13 @@ def test_ingest_a_chatgpt_export_then_a_later_one_writes_only_what_is_new(
 
     later = gpt_node("u4", "u3", "user", "The move is now set for 14 June.", seconds=900)
     path.write_text(json.dumps([porto_chat([later])]))  # the same conversation, exported again with one more message
-    code, out, _ = run(capsys, "--data-dir", data, "ingest", "--format", "chatgpt", str(path))
+    export = tmp_path / "chatgpt-export.zip"  # and given as downloaded, its format told from the file
+    with zipfile.ZipFile(export, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(path, "conversations.json")
+        archive.writestr("chat.html", "<html></html>")
+    code, out, err = run(capsys, "--data-dir", data, "ingest", str(export))
     assert code == 0 and "ingested 1 turns" in out and "3 already stored, skipped" in out, out
+    assert "chatgpt-export.zip is read as a ChatGPT export" in err, err
     with sqlite3.connect(Path(data) / "memory.db") as db:
         keys = sorted(db.execute("SELECT session_id, turn_number FROM turns").fetchall())
     assert keys == [("chatgpt/c-porto", 3), ("chatgpt/c-porto", 7), ("chatgpt/c-porto", 8), ("chatgpt/c-porto", 10)]

@@ -9,12 +9,13 @@ from __future__ import annotations
 import codecs
 import json
 import re
+import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from agent_memory.chat_exports import chatgpt_turns, claude_turns
+from agent_memory.chat_exports import EXPORT_FILE, chatgpt_turns, claude_turns
 from agent_memory.errors import InvalidInput
 from agent_memory.json_stream import READ_ERRORS, array_items, open_input
 from agent_memory.models import TurnInput
@@ -74,9 +75,9 @@ def _lines(path: Path, fh: BinaryIO) -> Iterator[bytes]:
         raise InvalidInput(f"Cannot read {path}: {exc}") from exc
 
 
-def _read_all(path: Path, fh: BinaryIO) -> bytes:
+def _read_all(path: Path, fh: BinaryIO, size: int = -1) -> bytes:
     try:
-        return fh.read()
+        return fh.read(size)
     except READ_ERRORS as exc:
         raise InvalidInput(f"Cannot read {path}: {exc}") from exc
 
@@ -181,6 +182,47 @@ def parse_longmemeval_time(text: str) -> datetime:
 
 def namespace_of(raw: str) -> str:
     return re.sub(r"[^A-Za-z0-9._:@/-]", "-", str(raw))[:128] or "default"
+
+
+FORMAT_KEYS = {  # the keys that name a format in the first item of a JSON list
+    "chatgpt": {"mapping"},
+    "claude": {"chat_messages"},
+    "locomo": {"conversation", "qa"},
+    "longmemeval": {"haystack_sessions"},
+}
+
+
+def detect_format(path: Path) -> str:
+    """The reader for `path` (`ingest --format auto`): a file that does not open a JSON list is JSONL (whose reader
+    names any fault by its line); a list is told by its first item's keys; a .zip holding a conversations.json is an
+    export. InvalidInput for a list whose first item is none of the formats, or an empty one."""
+    member = EXPORT_FILE if _zip_holds(path, EXPORT_FILE) else None
+    with open_input(path, member) as fh:
+        start = _read_all(path, fh, 4096).removeprefix(codecs.BOM_UTF8).lstrip(b" \t\r\n")
+    if not start.startswith(b"["):
+        return "jsonl"
+    first = next(iter(array_items(path, "items", member=member)), None)
+    if first is None:
+        raise InvalidInput(f"{path.name} is an empty JSON list: nothing to ingest")
+    keys = set(first[1]) if isinstance(first[1], dict) else set()
+    for name, marks in FORMAT_KEYS.items():
+        if marks <= keys:
+            return name
+    shown = f"an item with keys {sorted(keys)[:8]}" if keys else f"a {type(first[1]).__name__}"
+    raise InvalidInput(
+        f"{path.name} is a JSON list whose first item ({shown}) is not a ChatGPT or Claude conversation, a LoCoMo "
+        "conversation or a LongMemEval question; name its format with --format"
+    )
+
+
+def _zip_holds(path: Path, name: str) -> bool:
+    if path.suffix.lower() != ".zip":
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(info.filename.rsplit("/", 1)[-1] == name for info in archive.infolist())
+    except (OSError, zipfile.BadZipFile):
+        return False  # open_input then says what is wrong with it
 
 
 READERS = {

@@ -1,5 +1,8 @@
 """`agent-memory ingest FILE`: a conversation history into the store, in batches, resumable, with progress.
 
+- **Its format** is told from the file unless `--format` names it (bench/datasets.py, `detect_format`): JSONL, or a
+  JSON list known by its first item's keys (a ChatGPT or Claude export, as its zip or its conversations.json;
+  LoCoMo; LongMemEval).
 - **Checked first.** The file is read once and checked whole before a turn is written (a bad turn anywhere means
   nothing is written), then read again to ingest: both passes stream it, a line at a time for JSONL, so memory
   holds one batch of turns and one key per turn for the duplicate check (about 100 bytes a turn), never the
@@ -38,6 +41,12 @@ from agent_memory.interfaces.routing import LocalStore, Processed, Store, open_s
 from agent_memory.models import TurnInput, utc_now
 from agent_memory.validation import MAX_PREPARED_TEXTS, check_turn
 
+READ_AS = {
+    "chatgpt": "a ChatGPT export",
+    "claude": "a Claude export",
+    "locomo": "LoCoMo conversations",
+    "longmemeval": "LongMemEval questions",
+}
 PROGRESS_EVERY = 10.0
 """Seconds between two progress lines when stderr is not a terminal."""
 
@@ -73,6 +82,12 @@ class Tally:
 
 
 async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
+    if args.format == "auto":
+        from agent_memory.bench.datasets import detect_format
+
+        args.format = await asyncio.to_thread(detect_format, args.file)
+        if args.format != "jsonl":
+            sys.stderr.write(f"ingest: {args.file.name} is read as {READ_AS[args.format]}\n")
     count = await asyncio.to_thread(check_input, config, args)
     tally, started = Tally(), time.perf_counter()
     resume = not getattr(args, "no_resume", False)

@@ -50,9 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("file", type=Path)
     ingest.add_argument(
         "--format",
-        choices=["jsonl", "chatgpt", "claude", "locomo", "longmemeval"],
-        default="jsonl",
-        help="jsonl (default), a ChatGPT or Claude export's conversations.json, or a benchmark file",
+        choices=["auto", "jsonl", "chatgpt", "claude", "locomo", "longmemeval"],
+        default="auto",
+        help="auto (default: told from the file), jsonl, a ChatGPT or Claude export (its zip or conversations.json), "
+        "or a benchmark file",
     )
     ingest.add_argument("--namespace", help="put every turn in this namespace")
     ingest.add_argument("--batch", type=_positive, default=64, help="turns per transaction (default 64)")

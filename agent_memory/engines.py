@@ -88,7 +88,11 @@ def make_embedder(config: Config) -> Embedder:
     settings = config.embedding
     if settings.backend == "torch":
         return SentenceTransformerEmbedder(
-            settings.model_path, batch_size=settings.batch_size, threads=settings.threads, dimension=settings.dimension
+            settings.model_path,
+            batch_size=settings.batch_size,
+            threads=settings.threads,
+            dimension=settings.dimension,
+            max_tokens=settings.max_tokens,
         )
     from agent_memory.embeddings.onnx_text import OnnxMiniLmEmbedder
 
@@ -100,6 +104,7 @@ def make_embedder(config: Config) -> Embedder:
         query_precision=settings.query_precision,
         document_precision=settings.document_precision,
         dimension=settings.dimension,
+        max_tokens=settings.max_tokens,
     )
 
 

@@ -175,3 +175,23 @@ async def test_a_query_model_that_cannot_load_or_strays_falls_back_to_float32(
         assert np.allclose((await asked.embed([QUESTIONS[1]]))[0], expected, atol=1e-6)
     finally:
         await asked.aclose()
+
+
+@pytest.mark.parametrize("backend", ["onnx", "torch"])
+async def test_max_tokens_reads_a_text_up_to_that_many_word_pieces(backend: str) -> None:
+    """`embedding.max_tokens` cuts what the model reads: with 128, two texts that share their first 128 word pieces
+    have one vector; with the model's own 256, the second text's tail moves its vector."""
+    head = "The reconciliation rebuild for Project Harbor ships on June 3. " * 12  # about 170 word pieces
+    tail = "Lentil soup, and the long history of the Roman empire. " * 4
+    vectors = {}
+    for limit in ("128", "0"):
+        environ = {"AGENT_MEMORY__EMBEDDING__MAX_TOKENS": limit, "AGENT_MEMORY__EMBEDDING__BACKEND": backend}
+        model = make_embedder(load_config(ROOT / "config" / "default.toml", environ=environ))
+        try:
+            vectors[limit] = await model.embed([head, head + tail])
+        finally:
+            await model.aclose()
+    cut, whole = vectors["128"], vectors["0"]
+    assert float(cut[0] @ cut[1]) > 0.99999
+    assert float(whole[0] @ whole[1]) < 0.99
+    assert float(cut[0] @ whole[0]) < 0.9999  # 128 word pieces of the head against its 170

@@ -59,6 +59,10 @@ class EmbeddingConfig(Section):
     """Sentences per encoder pass. Inputs are sorted by length first, so small passes waste no padding:
     measured here, 8 gives 108 LoCoMo turns/s where 64 gives 43. The int8 document model passes one text at a time."""
     dimension: int = Field(default=384, ge=1)
+    max_tokens: int = Field(default=0, ge=0, le=100_000)
+    """Word pieces of a text the model reads, from its start; 0 means the model's own limit (`max_seq_length`: 256
+    for all-MiniLM-L6-v2), and a larger value is held to it. A store whose setting changed keeps the vectors it had;
+    `agent-memory reembed` makes them again."""
     with_previous_max_chars: int = Field(default=600, ge=0)
     """A turn up to this long is stored with the sum of its own embedding and the turn's before it in its session
     (when that one is short too), so a reply like "It is bright orange" is found by what "it" was. 0 turns it off."""

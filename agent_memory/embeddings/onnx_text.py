@@ -71,11 +71,13 @@ class OnnxMiniLmEmbedder:
         query_precision: QueryPrecision = "int8",
         document_precision: QueryPrecision = "float32",
         dimension: int = 384,
+        max_tokens: int = 0,
     ) -> None:
         self.model_path = Path(model_path or default_model_path())
         self.base_name = model_name(model_path)
         self.name = self.base_name
         self.dimension = dimension
+        self.max_tokens = max_tokens  # word pieces read; 0: the model's max_seq_length
         self.cache_dir = cache_dir
         self.batch_size = batch_size
         self.threads = threads or os.cpu_count() or 1
@@ -115,7 +117,7 @@ class OnnxMiniLmEmbedder:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-            tokenizer = model_tokenizer(self.model_path)
+            tokenizer = model_tokenizer(self.model_path, self.max_tokens)
         except ModelError:
             raise
         except Exception as exc:
@@ -400,12 +402,14 @@ def _session_for(path: Path) -> Any:
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def model_tokenizer(model_path: Path) -> Any:
+def model_tokenizer(model_path: Path, max_tokens: int = 0) -> Any:
+    """The model's tokenizer, cutting a text at the model's `max_seq_length`, or at `max_tokens` when that is less."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
     tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=_max_length(model_path))
+    limit = _max_length(model_path)
+    tokenizer.enable_truncation(max_length=min(limit, max_tokens) if max_tokens else limit)
     return tokenizer
 
 

@@ -55,8 +55,11 @@ class SentenceTransformerEmbedder:
 
     query_is_document = False  # sentence-transformers batches what it stores: padding moves a vector's last bits
 
-    def __init__(self, model_path: str = "", *, batch_size: int = 64, threads: int = 0, dimension: int = 384) -> None:
+    def __init__(
+        self, model_path: str = "", *, batch_size: int = 64, threads: int = 0, dimension: int = 384, max_tokens: int = 0
+    ) -> None:
         self.model_path = model_path or default_model_path()
+        self.max_tokens = max_tokens  # word pieces read; 0: the model's max_seq_length
         self.threads = threads
         self.name = model_name(model_path)
         self.dimension = dimension
@@ -76,6 +79,8 @@ class SentenceTransformerEmbedder:
                 if self.threads:
                     torch.set_num_threads(self.threads)
                 model = SentenceTransformer(self.model_path, device="cpu", local_files_only=True)
+                if self.max_tokens and self.max_tokens < (model.max_seq_length or self.max_tokens + 1):
+                    model.max_seq_length = self.max_tokens
             except Exception as exc:
                 raise ModelError(f"Cannot load the text embedder from {self.model_path}: {exc}") from exc
             measure = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension

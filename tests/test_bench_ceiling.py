@@ -25,6 +25,7 @@ def test_the_operation_count_follows_the_model_shape() -> None:
 
 def test_tokens_are_counted_with_the_special_tokens_and_the_truncation() -> None:
     assert token_counts(["hello world", "", "word " * 1000]) == [4, 2, 256]
+    assert token_counts(["hello world", "word " * 1000], max_tokens=128) == [4, 128]
 
 
 async def test_a_measurement_reports_the_embedder_beside_the_ceiling(embedder: Embedder) -> None:

@@ -22,7 +22,7 @@ SENTENCES = [
     "I moved to Porto on May 1, into a flat in Bonfim.",
     "Melanie: off to go swimming with the kids this weekend!",
     "ok",
-    "The reconciliation rebuild for Project Harbor ships on June 3. " * 20,  # truncated at 256 tokens
+    "The reconciliation rebuild for Project Harbor ships on June 3. " * 20,  # cut at 128 word pieces
 ]
 
 
@@ -37,7 +37,7 @@ async def test_onnx_matches_torch(embedder: Embedder, int8_embedder: Embedder) -
     """The default stores through the float32 export, PyTorch's vectors to 1e-4; int8 documents are close to
     them, and not the same model."""
     assert isinstance(embedder, OnnxMiniLmEmbedder) and embedder.name == "all-MiniLM-L6-v2"
-    torch_model = SentenceTransformerEmbedder()
+    torch_model = SentenceTransformerEmbedder(max_tokens=embedder.max_tokens)  # the same cut: 128 word pieces
     try:
         expected = await torch_model.embed(SENTENCES)
     finally:

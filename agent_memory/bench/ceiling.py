@@ -118,22 +118,28 @@ def int8_matmul_gops(
     return best
 
 
-def token_counts(texts: Sequence[str], model_path: str = "") -> list[int]:
-    """Tokens each text takes through the model, with the model's own tokenizer and truncation."""
+def token_counts(texts: Sequence[str], model_path: str = "", max_tokens: int = 0) -> list[int]:
+    """Tokens each text takes through the model, with the model's own tokenizer and truncation (`max_tokens`:
+    `embedding.max_tokens`)."""
     from agent_memory.embeddings.onnx_text import model_tokenizer
 
-    tokenizer = model_tokenizer(Path(model_path or default_model_path()))
+    tokenizer = model_tokenizer(Path(model_path or default_model_path()), max_tokens)
     return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts))]
 
 
 async def measure_ceiling(
-    texts: Sequence[str], embedder: Embedder, model_path: str = "", *, importer: Embedder | None = None
+    texts: Sequence[str],
+    embedder: Embedder,
+    model_path: str = "",
+    *,
+    importer: Embedder | None = None,
+    max_tokens: int = 0,
 ) -> EmbeddingCeiling:
     """The ceilings for `texts`, and the rate of `embedder` (what the write path stores) and of `importer` (what an
     import stores, engines.import_embedder) when that is another model, each alone, all the texts in one call."""
     path = Path(model_path or default_model_path())
     config = json.loads((path / "config.json").read_text())
-    counts = await asyncio.to_thread(token_counts, texts, str(path))
+    counts = await asyncio.to_thread(token_counts, texts, str(path), max_tokens)
     flop = statistics.fmean(transformer_flop(config, n) for n in counts)
     rate = await _rate(embedder, texts)
     imports = 0.0 if importer is None or importer is embedder else await _rate(importer, texts)

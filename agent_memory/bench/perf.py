@@ -100,7 +100,9 @@ async def measure(
         try:
             texts = [str(t.content) for t in turns]
             importer = import_embedder(embedder, config)
-            ceiling = await measure_ceiling(texts, embedder, config.embedding.model_path, importer=importer)
+            ceiling = await measure_ceiling(
+                texts, embedder, config.embedding.model_path, importer=importer, max_tokens=config.embedding.max_tokens
+            )
         finally:
             await embedder.aclose()
     return IngestFigures(

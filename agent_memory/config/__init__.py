@@ -58,9 +58,9 @@ class Config(Section):
     """The hard cap: a turn over it is refused with ContentTooLarge on every path (process_turn, process_turns,
     ingest, HTTP) and nothing is written. 8 MiB is about 13,000 chunks, minutes of embedding in one call."""
     chunk_tokens: int = Field(default=160, ge=16, le=4096)
-    """The size of a long turn's chunks, in tokens of 4 characters (so 640 characters): inside all-MiniLM-L6-v2's
-    256-word-piece window, so every word of a chunk counts in its vector. Measured at 800 characters: English prose
-    ~136 word pieces a chunk, log lines ~303 (their last sixth outside the vector); at 640, logs ~240."""
+    """The size of a long turn's chunks, in tokens of 4 characters (so 640 characters). English prose is ~109 word
+    pieces a chunk, inside the 128 the model reads (`embedding.max_tokens`), so every word counts in its vector;
+    timestamped log lines are ~240, and the vector reads their first half (FTS5 and grep read every word)."""
     projector_batch: int = Field(default=256, ge=1)
     projector_delay: timedelta = timedelta(seconds=1)
     """How long the background projector gathers outbox rows before applying them in one batch. Reads, flush()

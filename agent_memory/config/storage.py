@@ -85,7 +85,9 @@ class EmbeddingConfig(Section):
     context_turn_words: int = Field(default=120, ge=1)
     """The memory's words a context vector embeds, at most (the rest of a long turn is in its own vector)."""
     context_neighbour_words: int = Field(default=40, ge=0)
-    """Words of each neighbouring turn a context vector embeds: the end of the turn before, the start of the next."""
+    """Words of each neighbouring turn a context vector embeds: the end of the turn before, the start of the next.
+    The model reads the first `max_tokens` word pieces of the joined text: past about 60 words of the memory itself,
+    128 cut into the next turn's start (these vectors were measured with 256; they are off by default)."""
     context_batch: int = Field(default=8, ge=1)
     """Context vectors the background task computes at a time. Small, because a question's embedding waits on the
     same model thread: 8 short turns keep that wait near one encoder pass. catch_up() takes 128 at a time."""

@@ -2,9 +2,9 @@
 
 A chat export (ChatGPT's or Claude's `conversations.json`) or a benchmark file is a single JSON list that can run
 to hundreds of megabytes. `array_items` decodes it item by item from a file (gzip when it ends in .gz, a file in a
-zip when it ends in .zip), so memory
-holds the item being read and a read-ahead of CHUNK bytes, never the whole document. Errors are InvalidInput and
-name the file and where: the line and column of malformed JSON, the byte and line of text that is not UTF-8.
+zip when it ends in .zip), so memory holds the item being read and a read-ahead of CHUNK bytes, never the whole
+document. Errors are InvalidInput and name the file and where: the line and column of malformed JSON, the byte and
+line of text that is not UTF-8.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from agent_memory.errors import InvalidInput
 
@@ -35,7 +35,7 @@ OSError), a zip member whose checksum fails."""
 
 
 @contextlib.contextmanager
-def open_input(path: Path, member: str | None = None) -> Iterator[BinaryIO]:
+def open_input(path: Path, member: str | None = None) -> Iterator[IO[bytes]]:
     """`path` opened for reading bytes: gunzipped when it ends in .gz; for a .zip (an export as downloaded), its file
     named `member` in any folder of it, or with no `member` its one JSON or JSONL file. InvalidInput when it cannot
     be opened, says why, and for a zip without the file, what the zip holds."""
@@ -44,29 +44,29 @@ def open_input(path: Path, member: str | None = None) -> Iterator[BinaryIO]:
             yield fh
         return
     try:
-        opened: BinaryIO = gzip.GzipFile(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[assignment]
-    except FileNotFoundError:
-        raise InvalidInput(f"Cannot read {path}: no such file") from None
-    except IsADirectoryError:
-        raise InvalidInput(f"Cannot read {path}: it is a directory, not a file") from None
+        opened: Any = gzip.GzipFile(path, "rb") if path.suffix == ".gz" else path.open("rb")
     except OSError as exc:
-        raise InvalidInput(f"Cannot read {path}: {exc.strerror or exc}") from exc
+        raise _cannot_open(path, exc) from None
     with opened:
         yield opened
 
 
+def _cannot_open(path: Path, exc: OSError) -> InvalidInput:
+    if isinstance(exc, FileNotFoundError):
+        return InvalidInput(f"Cannot read {path}: no such file")
+    if isinstance(exc, IsADirectoryError):
+        return InvalidInput(f"Cannot read {path}: it is a directory, not a file")
+    return InvalidInput(f"Cannot read {path}: {exc.strerror or exc}")
+
+
 @contextlib.contextmanager
-def _zip_member(path: Path, member: str | None) -> Iterator[BinaryIO]:
+def _zip_member(path: Path, member: str | None) -> Iterator[IO[bytes]]:
     try:
         archive = zipfile.ZipFile(path)
-    except FileNotFoundError:
-        raise InvalidInput(f"Cannot read {path}: no such file") from None
-    except IsADirectoryError:
-        raise InvalidInput(f"Cannot read {path}: it is a directory, not a file") from None
     except zipfile.BadZipFile as exc:
         raise InvalidInput(f"Cannot read {path}: not a zip file ({exc})") from None
     except OSError as exc:
-        raise InvalidInput(f"Cannot read {path}: {exc.strerror or exc}") from exc
+        raise _cannot_open(path, exc) from None
     with archive:
         names = [info.filename for info in archive.infolist() if not info.is_dir()]
         if member:
@@ -83,7 +83,7 @@ def _zip_member(path: Path, member: str | None) -> Iterator[BinaryIO]:
         except (zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:  # unknown compression, encrypted
             raise InvalidInput(f"Cannot read {found[0]} in {path}: {exc}") from None
         with opened:
-            yield opened  # type: ignore[misc]
+            yield opened
 
 
 def array_items(path: Path, what: str, *, member: str | None = None, chunk: int = CHUNK) -> Iterator[tuple[int, Any]]:
@@ -128,7 +128,7 @@ class _Reader:
     """A window of decoded text over the file, with the line and column of its first character kept, so an error
     anywhere can name its place in the file."""
 
-    def __init__(self, path: Path, raw: BinaryIO, chunk: int) -> None:
+    def __init__(self, path: Path, raw: IO[bytes], chunk: int) -> None:
         self.path, self.raw, self.chunk = path, raw, chunk
         self.decoder = codecs.getincrementaldecoder("utf-8-sig")()  # drops a byte order mark
         self.text, self.pos = "", 0

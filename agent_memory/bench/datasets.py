@@ -13,7 +13,7 @@ import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from agent_memory.chat_exports import EXPORT_FILE, chatgpt_turns, claude_turns
 from agent_memory.errors import InvalidInput
@@ -68,14 +68,14 @@ def _hint(line: str) -> str:
     )
 
 
-def _lines(path: Path, fh: BinaryIO) -> Iterator[bytes]:
+def _lines(path: Path, fh: IO[bytes]) -> Iterator[bytes]:
     try:
         yield from fh
     except READ_ERRORS as exc:
         raise InvalidInput(f"Cannot read {path}: {exc}") from exc
 
 
-def _read_all(path: Path, fh: BinaryIO, size: int = -1) -> bytes:
+def _read_all(path: Path, fh: IO[bytes], size: int = -1) -> bytes:
     try:
         return fh.read(size)
     except READ_ERRORS as exc:

@@ -51,6 +51,21 @@ def open_input(path: Path, member: str | None = None) -> Iterator[IO[bytes]]:
         yield opened
 
 
+def zip_holds(path: Path, member: str) -> bool:
+    """Whether `path` is a readable .zip with a file named `member` in any folder (what open_input would open)."""
+    if path.suffix.lower() != ".zip":
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(_named(info.filename, member) for info in archive.infolist() if not info.is_dir())
+    except (OSError, zipfile.BadZipFile):
+        return False  # open_input says what is wrong with it
+
+
+def _named(name: str, member: str) -> bool:
+    return name.rsplit("/", 1)[-1] == member
+
+
 def _cannot_open(path: Path, exc: OSError) -> InvalidInput:
     if isinstance(exc, FileNotFoundError):
         return InvalidInput(f"Cannot read {path}: no such file")
@@ -70,7 +85,7 @@ def _zip_member(path: Path, member: str | None) -> Iterator[IO[bytes]]:
     with archive:
         names = [info.filename for info in archive.infolist() if not info.is_dir()]
         if member:
-            found = [name for name in names if name.rsplit("/", 1)[-1] == member]
+            found = [name for name in names if _named(name, member)]
         else:
             found = [name for name in names if name.lower().endswith((".json", ".jsonl"))]
         if len(found) != 1:

@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -86,6 +87,27 @@ CASES = [
         ("ingest", "--format", "longmemeval", "{tmp}/lme-missing.json"),
         ("lme-missing.json", "question 1", "'haystack_dates'"),
     ),
+    Case(
+        "ingest-export-zip-without-conversations",
+        ("ingest", "--format", "chatgpt", "{tmp}/photos.zip"),
+        ("photos.zip", "a file named conversations.json", "a.png"),
+    ),
+    Case(
+        "ingest-export-cut-off",
+        ("ingest", "{tmp}/cut-export.json"),
+        ("cut-export.json line 1 column", "malformed JSON"),
+    ),
+    Case(
+        "ingest-chatgpt-conversation-of-the-wrong-shape",
+        ("ingest", "--format", "chatgpt", "{tmp}/bad-export.json"),
+        ("bad-export.json, conversation 1", "'mapping' must be an object, got list"),
+    ),
+    Case(
+        "ingest-auto-a-list-of-no-known-format",
+        ("ingest", "{tmp}/rows.json"),
+        ("rows.json is a JSON list whose first item", "['name', 'rows']", "--format"),
+    ),
+    Case("ingest-auto-an-empty-list", ("ingest", "{tmp}/empty.json"), ("empty.json is an empty JSON list",)),
     Case("ingest-missing-file", ("ingest", "{tmp}/nope.jsonl"), ("{tmp}/nope.jsonl", "no such file")),
     Case("ingest-a-directory", ("ingest", "{tmp}"), ("{tmp}", "is a directory")),
     Case("ingest-batch-negative", ("ingest", "{good}", "--batch", "-1"), ("--batch", "positive integer", "'-1'")),
@@ -219,6 +241,13 @@ def write_inputs(tmp: Path) -> None:
     (tmp / "twice.jsonl").write_text(turn_line("s1", 0) + turn_line("s1", 1) + turn_line("s1", 0))
     (tmp / "good.jsonl").write_text(turn_line("s1", 0) + turn_line("s1", 1))
     (tmp / "regular.txt").write_text("not a directory\n")
+    with zipfile.ZipFile(tmp / "photos.zip", "w") as archive:
+        archive.writestr("a.png", b"png")
+    export = [{"id": "c1", "title": "t", "create_time": 1.7e9, "current_node": "n1", "mapping": {"n1": {"id": "n1"}}}]
+    (tmp / "cut-export.json").write_text(json.dumps(export * 3)[:-25])  # a download cut off mid-way
+    (tmp / "bad-export.json").write_text(json.dumps([{"id": "c1", "mapping": []}]))
+    (tmp / "rows.json").write_text(json.dumps([{"name": "x", "rows": []}]))
+    (tmp / "empty.json").write_text("[]")
     (tmp / "dim768.toml").write_text("[embedding]\ndimension = 768\n")  # the shipped 384-dimensional model
 
 

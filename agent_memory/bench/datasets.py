@@ -9,7 +9,6 @@ from __future__ import annotations
 import codecs
 import json
 import re
-import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import IO, Any
 
 from agent_memory.chat_exports import EXPORT_FILE, chatgpt_turns, claude_turns
 from agent_memory.errors import InvalidInput
-from agent_memory.json_stream import READ_ERRORS, array_items, open_input
+from agent_memory.json_stream import READ_ERRORS, array_items, open_input, zip_holds
 from agent_memory.models import TurnInput
 from agent_memory.validation import turn_from_mapping
 
@@ -26,8 +25,7 @@ LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
 
 def read_json(path: Path) -> Any:
     """The JSON document in `path` (gzip when it ends in .gz, the one JSON file of a .zip; a UTF-8 byte order mark is
-    allowed). InvalidInput
-    names the file and, for bad bytes or bad JSON, the line."""
+    allowed). InvalidInput names the file and, for bad bytes or bad JSON, the line."""
     with open_input(path) as fh:
         raw = _read_all(path, fh)
     try:
@@ -196,7 +194,7 @@ def detect_format(path: Path) -> str:
     """The reader for `path` (`ingest --format auto`): a file that does not open a JSON list is JSONL (whose reader
     names any fault by its line); a list is told by its first item's keys; a .zip holding a conversations.json is an
     export. InvalidInput for a list whose first item is none of the formats, or an empty one."""
-    member = EXPORT_FILE if _zip_holds(path, EXPORT_FILE) else None
+    member = EXPORT_FILE if zip_holds(path, EXPORT_FILE) else None
     with open_input(path, member) as fh:
         start = _read_all(path, fh, 4096).removeprefix(codecs.BOM_UTF8).lstrip(b" \t\r\n")
     if not start.startswith(b"["):
@@ -213,16 +211,6 @@ def detect_format(path: Path) -> str:
         f"{path.name} is a JSON list whose first item ({shown}) is not a ChatGPT or Claude conversation, a LoCoMo "
         "conversation or a LongMemEval question; name its format with --format"
     )
-
-
-def _zip_holds(path: Path, name: str) -> bool:
-    if path.suffix.lower() != ".zip":
-        return False
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return any(info.filename.rsplit("/", 1)[-1] == name for info in archive.infolist())
-    except (OSError, zipfile.BadZipFile):
-        return False  # open_input then says what is wrong with it
 
 
 READERS = {

@@ -79,7 +79,8 @@ class SentenceTransformerEmbedder:
                 if self.threads:
                     torch.set_num_threads(self.threads)
                 model = SentenceTransformer(self.model_path, device="cpu", local_files_only=True)
-                if self.max_tokens and self.max_tokens < (model.max_seq_length or self.max_tokens + 1):
+                limit = model.max_seq_length
+                if self.max_tokens and (limit is None or self.max_tokens < limit):
                     model.max_seq_length = self.max_tokens
             except Exception as exc:
                 raise ModelError(f"Cannot load the text embedder from {self.model_path}: {exc}") from exc

@@ -86,9 +86,12 @@ async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
         from agent_memory.bench.datasets import detect_format
 
         args.format = await asyncio.to_thread(detect_format, args.file)
-        if args.format != "jsonl":
-            sys.stderr.write(f"ingest: {args.file.name} is read as {READ_AS[args.format]}\n")
+        detected = args.format
+    else:
+        detected = None
     count = await asyncio.to_thread(check_input, config, args)
+    if detected in READ_AS:  # said once the file is known good: a refused one gets its one line of error
+        sys.stderr.write(f"ingest: {args.file.name} is read as {READ_AS[detected]}\n")
     tally, started = Tally(), time.perf_counter()
     resume = not getattr(args, "no_resume", False)
     async with open_store(config) as store:
@@ -120,12 +123,14 @@ async def prepared_ahead(
     batch's are on their way: what the caller does with one batch (the save decision, SQLite, the projections)
     overlaps the model's passes over the next. The next batch is prepared only while `wanted()` (not while a
     resumed import passes over turns the store has), and not over MAX_PREPARED_TEXTS texts: then its turns embed
-    it. Closing the generator stops a preparation under way."""
-    batch = next(batches, [])
+    it. Closing the generator stops a preparation under way. Each batch is read from `batches` on a worker thread:
+    decoding a file (a large conversation of an export) never holds the event loop."""
+    empty: list[TurnInput] = []
+    batch = await asyncio.to_thread(next, batches, empty)
     ready = _prepare(store, batch) if wanted() else None
     try:
         while batch:
-            following = next(batches, [])
+            following = await asyncio.to_thread(next, batches, empty)
             if ready is not None:
                 await ready  # this batch's vectors: its turns find them, and the model is free for the next
             ready = _prepare(store, following) if wanted() else None

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import stat
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from agent_memory.bench.during_import import BEGIN as DURING_BEGIN
+from agent_memory.bench.during_import import END as DURING_END
+from agent_memory.bench.during_import import main as during_import
 from agent_memory.bench.grep_bench import main as grep_bench
 from agent_memory.bench.latency import MARKER
 from agent_memory.bench.latency import main as bench_retrieve
@@ -136,3 +140,30 @@ def test_the_grep_benchmark_times_both_ways_over_several_segments_with_the_same_
     row = out.strip().splitlines()[-1].split(" | ")
     assert row[0] == "| 40" and int(row[2]) > 3 and row[3] == "1" and row[-1] == "True |"
     assert len(list((tmp_path / "logs" / "logs-40").glob("segment-*.jsonl"))) == int(row[2])
+
+
+def test_the_during_import_benchmark_questions_a_copy_while_it_imports(
+    data: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """scripts/bench_during_import.py, small: the store is built once, copied, questioned idle and while the
+    LongMemEval turns are imported into the copy; the kept store gets none of the imported turns."""
+    locomo, longmemeval = data
+    keep, docs = tmp_path / "keep", tmp_path / "benchmarks.md"
+    docs.write_text(f"# Benchmarks\n\n{DURING_BEGIN}\nold\n{DURING_END}\n\nafter\n")
+    argv = [*f"--size 24 --turns 4 --skip 0 --queries 3 --keep {keep} --out {docs}".split()]
+    argv += ["--data-locomo", str(locomo), "--data-longmemeval", str(longmemeval)]
+    assert during_import(argv) == 0
+    report = capsys.readouterr().out
+    rows = [line for line in report.splitlines() if line.startswith("| ") and "ms, p50" not in line]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| a question's embedding (`embed_query`)",
+        "| a live turn's embedding (`embed`)",
+        "| `retrieve(k=10)`, LoCoMo dev questions",
+    ]
+    assert "4 LongMemEval dev turns in batches of 64" in report and "store of 24 turns" in report
+    text = docs.read_text()
+    assert "old" not in text and text.endswith(f"{DURING_END}\n\nafter\n") and rows[0] in text
+    with sqlite3.connect(keep / "real-24" / "memory.db") as db:
+        namespaces = {row[0] for row in db.execute("SELECT DISTINCT namespace FROM memories")}
+    assert namespaces == {NAMESPACE}  # the import went into the copy
+    assert [p.name for p in keep.iterdir() if p.name.startswith("during-import-")] == []  # the copy is gone

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from pathlib import Path
@@ -58,6 +59,39 @@ async def test_batch_order_and_empty_input(embedder: Embedder) -> None:
     together = await embedder.embed(SENTENCES)
     assert np.allclose(one_by_one, together, atol=1e-4)
     assert (await embedder.embed([])).shape == (0, 384)
+
+
+async def test_a_question_and_a_live_turn_do_not_wait_behind_an_import_batch(embedder: Embedder) -> None:
+    """Questions, stored turns and an import's batches each have a thread and a tokenizer of their own: while an
+    import's batch is in the model, a question and a live turn are answered, with the vectors they get when the
+    model is idle. On one thread they waited for the whole batch (0.6 s for 64 LongMemEval turns)."""
+    assert isinstance(embedder, OnnxMiniLmEmbedder)
+    question, turn = "When does Project Harbor ship?", ["Caroline: I went to a support group yesterday."]
+    idle_question, idle_turn = await embedder.embed_query(question), await embedder.embed(turn)
+    long = [f"Turn {i}: the reconciliation rebuild for Project Harbor ships after the audit. " * 12 for i in range(400)]
+    batch = asyncio.create_task(embedder.importer().embed(long))
+    await asyncio.sleep(0.2)  # tokenized, and in the model: about 4 s of passes on two cores
+    assert not batch.done()
+    asked, told = await embedder.embed_query(question), await embedder.embed(turn)
+    assert not batch.done(), "the question and the turn waited for the import's batch"
+    assert (await batch).shape == (400, 384)
+    assert np.array_equal(asked, idle_question) and np.array_equal(told, idle_turn)
+
+
+async def test_the_first_calls_on_three_threads_at_once_load_the_model_once(tmp_path: Path, embedder: Embedder) -> None:
+    """A fresh embedder asked on its three threads at once (a daemon's first question, turn and import): each call
+    waits for the one load, and each gets the vectors of an embedder loaded before it was asked."""
+    assert isinstance(embedder, OnnxMiniLmEmbedder)
+    fresh = OnnxMiniLmEmbedder(cache_dir=embedder.cache_dir, max_tokens=embedder.max_tokens)
+    try:
+        asked, told, imported = await asyncio.gather(
+            fresh.embed_query(SENTENCES[0]), fresh.embed(SENTENCES), fresh.importer().embed(SENTENCES)
+        )
+        assert np.array_equal(asked, await embedder.embed_query(SENTENCES[0]))
+        assert np.array_equal(told, await embedder.embed(SENTENCES))
+        assert np.array_equal(imported, await embedder.importer().embed(SENTENCES))
+    finally:
+        await fresh.aclose()
 
 
 async def test_similar_sentences_are_closer(embedder: Embedder) -> None:

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,7 +54,12 @@ WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # what a sentence-transfor
 
 
 class OnnxMiniLmEmbedder:
-    """Sorted-by-length batches through ONNX Runtime, mean pooling, L2 normalisation; one worker thread.
+    """Sorted-by-length batches through ONNX Runtime, mean pooling, L2 normalisation.
+
+    Three worker threads, each with its own tokenizer (a Hugging Face tokenizer must not be used by two threads at
+    once): what is stored (`embed`), questions (`embed_query`), and an import's batches (`importer()`). A question
+    never waits behind a batch: on one worker it waited for the whole batch in the model, 0.57 s p50 while an
+    import embedded LongMemEval turns (docs/benchmarks.md), and a live turn does not wait behind an import's batch.
 
     Questions (embed_query) go through an int8 copy of the model by default: its weights quantized per output channel,
     made once from the export and cached beside it, on one thread, one text per pass (int8 activations are quantized
@@ -86,13 +92,18 @@ class OnnxMiniLmEmbedder:
         if document_precision == "int8":
             self.name = f"{self.base_name}-int8"  # stored beside each vector: a store says which model made it
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="embedder")
+        self._query_thread = ThreadPoolExecutor(1, thread_name_prefix="embedder-query")
+        self._import_thread = ThreadPoolExecutor(1, thread_name_prefix="embedder-import-batch")
+        self._loading = threading.Lock()  # the first call on any of the three threads loads the model
         self._session: Any = None
         self._query_session: Any = None  # the int8 model, or the float32 one (the same session) when it is asked for
         self._pass_size = batch_size  # texts per model pass: 1 through the int8 model (see _load_sync)
         self._passes: ThreadPoolExecutor | None = None  # int8 passes run side by side, one thread each
         self._int8: Any = None  # the int8 model, when it was made (questions, int8 documents, imports)
         self._import_passes: ThreadPoolExecutor | None = None  # an import's int8 passes, side by side
-        self._tokenizer: Any = None
+        self._tokenizer: Any = None  # the `embed` thread's
+        self._query_tokenizer: Any = None
+        self._import_tokenizer: Any = None
 
     async def load(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._thread, self._load_sync)
@@ -107,6 +118,11 @@ class OnnxMiniLmEmbedder:
     def _load_sync(self) -> None:
         if self._session is not None:
             return
+        with self._loading:
+            if self._session is None:
+                self._load_locked()
+
+    def _load_locked(self) -> None:
         try:
             import onnxruntime as ort
 
@@ -118,6 +134,7 @@ class OnnxMiniLmEmbedder:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
             tokenizer = model_tokenizer(self.model_path, self.max_tokens)
+            query_tokenizer = model_tokenizer(self.model_path, self.max_tokens)
         except ModelError:
             raise
         except Exception as exc:
@@ -134,7 +151,9 @@ class OnnxMiniLmEmbedder:
                 self._pass_size = 1
                 if self.threads > 1:  # the int8 model runs on one thread: a pass per core at once
                     self._passes = ThreadPoolExecutor(self.threads, thread_name_prefix="embedder-pass")
-        self._session, self._query_session, self._tokenizer = document_session, query_session, tokenizer
+        self._query_tokenizer = query_tokenizer
+        self._tokenizer, self._query_session = tokenizer, query_session
+        self._session = document_session  # last: a thread that sees it set finds the rest loaded
 
     def _exported(self) -> Path:
         check_mean_pooled(self.model_path, self.dimension)
@@ -154,12 +173,12 @@ class OnnxMiniLmEmbedder:
         return await asyncio.get_running_loop().run_in_executor(self._thread, self._embed_sync, list(texts))
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self._embed_query_sync, text)
+        return await asyncio.get_running_loop().run_in_executor(self._query_thread, self._embed_query_sync, text)
 
     def _embed_query_sync(self, text: str) -> np.ndarray:
         self._load_sync()
         try:
-            vector: np.ndarray = _pooled(self._query_session, [self._tokenizer.encode(text)])[0]
+            vector: np.ndarray = _pooled(self._query_session, [self._query_tokenizer.encode(text)])[0]
         except Exception as exc:
             raise ModelError(f"The ONNX text embedder failed on a query of {len(text)} characters: {exc}") from exc
         if not np.isfinite(vector).all():
@@ -168,7 +187,7 @@ class OnnxMiniLmEmbedder:
 
     def _embed_sync(self, texts: list[str]) -> np.ndarray:
         self._load_sync()
-        return self._embed_with(texts, self._session, self._pass_size, self._passes)
+        return self._embed_with(texts, self._tokenizer, self._session, self._pass_size, self._passes)
 
     def importer(self) -> Embedder:
         """What an import embeds with (`embedding.import_precision = "int8"`): this model's int8 document pass,
@@ -180,17 +199,19 @@ class OnnxMiniLmEmbedder:
         """The int8 document pass (one text a pass, passes side by side); the float32 one if no int8 model could
         be made (a warning said so when it loaded; the vector upgrade then makes those again, to the same vectors)."""
         self._load_sync()
+        if self._import_tokenizer is None:  # only this thread sets and reads it
+            self._import_tokenizer = model_tokenizer(self.model_path, self.max_tokens)
         if self._int8 is None:
-            return self._embed_with(texts, self._session, self._pass_size, self._passes)
+            return self._embed_with(texts, self._import_tokenizer, self._session, self._pass_size, self._passes)
         if self._import_passes is None and self.threads > 1:
             self._import_passes = ThreadPoolExecutor(self.threads, thread_name_prefix="embedder-import")
-        return self._embed_with(texts, self._int8, 1, self._import_passes)
+        return self._embed_with(texts, self._import_tokenizer, self._int8, 1, self._import_passes)
 
     def _embed_with(
-        self, texts: list[str], session: Any, pass_size: int, passes: ThreadPoolExecutor | None
+        self, texts: list[str], tokenizer: Any, session: Any, pass_size: int, passes: ThreadPoolExecutor | None
     ) -> np.ndarray:
         try:
-            encodings = self._tokenizer.encode_batch(texts)
+            encodings = tokenizer.encode_batch(texts)
             order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
             result = np.empty((len(texts), self.dimension), dtype=np.float32)
             chunks = [order[start : start + pass_size] for start in range(0, len(order), pass_size)]
@@ -210,7 +231,8 @@ class OnnxMiniLmEmbedder:
         return result
 
     async def aclose(self) -> None:
-        self._thread.shutdown(wait=True)
+        for worker in (self._thread, self._query_thread, self._import_thread):
+            worker.shutdown(wait=True)
         for passes in (self._passes, self._import_passes):
             if passes is not None:
                 passes.shutdown(wait=True)
@@ -236,7 +258,9 @@ class _Int8Documents:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         model = self._model
-        return await asyncio.get_running_loop().run_in_executor(model._thread, model._embed_int8_sync, list(texts))
+        return await asyncio.get_running_loop().run_in_executor(
+            model._import_thread, model._embed_int8_sync, list(texts)
+        )
 
     async def embed_query(self, text: str) -> np.ndarray:
         return await self._model.embed_query(text)

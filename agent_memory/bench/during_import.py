@@ -1,0 +1,193 @@
+"""What a question costs while an import runs: one daemon shared by an agent and a user's `agent-memory ingest`.
+
+`python scripts/bench_during_import.py --keep /tmp/latency-real` takes the 10k real-text store of latency_real.py
+(`--size`; built there first if it is missing), copies it, and on the copy (the kept store is left as it was):
+
+1. **The model alone.** A question's embedding (`embed_query`) and a live turn's (`embed`) while the import's model
+   embeds batches of 64 LongMemEval turns (`importer().embed`), as `agent-memory ingest` sends them; each also on
+   the idle model.
+2. **The whole retrieval.** `retrieve(k=10)` on LoCoMo dev questions, first on the idle store, then every 50 ms
+   while LongMemEval turns are imported into another namespace of the same store the way `agent-memory ingest`
+   imports them (`prepared_ahead`, then `process_turns(..., bulk=True)`, in batches of 64), the projector running
+   as it runs in the daemon.
+
+Reported as p50 / p95 / max ms and the import's own turns a second. The benchmark data is read where the user keeps
+it; nothing is copied into the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from itertools import cycle, islice
+from pathlib import Path
+
+from agent_memory.bench import perf
+from agent_memory.bench.datasets import longmemeval_turns
+from agent_memory.bench.latency_real import LOCOMO, LONGMEMEVAL, prepare
+from agent_memory.bench.perf import percentile
+from agent_memory.interfaces.cli_ingest import prepared_ahead
+from agent_memory.interfaces.routing import LocalStore
+from agent_memory.manager import MemoryManager
+from agent_memory.models import TurnInput
+
+log = logging.getLogger(__name__)
+BEGIN, END = "<!-- bench-during-import:begin -->", "<!-- bench-during-import:end -->"
+BATCH, PACE, IMPORTED = 64, 0.05, "import"  # ingest's batch; seconds between two questions; the import's namespace
+LIVE_TURN = "Caroline: I went to a support group yesterday and it was so powerful."
+
+
+@dataclass(frozen=True)
+class Timed:
+    what: str
+    idle: list[float]
+    busy: list[float]
+
+
+@dataclass(frozen=True)
+class Figures:
+    model: list[Timed]
+    retrieve: Timed
+    imported: int
+    import_seconds: float
+    size: int
+    memories: int
+
+
+def _cell(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.1f} / {percentile(values, 0.95):.1f} / {max(values):.1f}"
+
+
+async def _timed(call: Callable[[], Awaitable[object]]) -> float:
+    started = time.perf_counter()
+    await call()
+    return (time.perf_counter() - started) * 1000
+
+
+async def _while(busy: asyncio.Task[object], call: Callable[[], Awaitable[object]]) -> list[float]:
+    """`call` timed every PACE seconds until `busy` ends."""
+    times: list[float] = []
+    await asyncio.sleep(PACE)
+    while not busy.done():
+        times.append(await _timed(call))
+        await asyncio.sleep(PACE)
+    await busy
+    return times
+
+
+async def model_alone(manager: MemoryManager, texts: Sequence[str], question: str) -> list[Timed]:
+    """A question's and a live turn's embedding, idle and while the import's model embeds `texts` in batches."""
+    embedder, importer = manager.embedder, manager.write_path.importer
+
+    async def batches() -> None:
+        for start in range(0, len(texts), BATCH):
+            await importer.embed(texts[start : start + BATCH])
+
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "a question's embedding (`embed_query`)": lambda: embedder.embed_query(question),
+        "a live turn's embedding (`embed`)": lambda: embedder.embed([LIVE_TURN]),
+    }
+    timed = []
+    for what, call in calls.items():
+        for _ in range(5):
+            await call()  # warm
+        idle = [await _timed(call) for _ in range(40)]
+        timed.append(Timed(what, idle, await _while(asyncio.ensure_future(batches()), call)))
+    return timed
+
+
+async def whole_retrieval(
+    manager: MemoryManager, turns: Sequence[TurnInput], questions: Sequence[str], now: datetime
+) -> tuple[Timed, float]:
+    """retrieve(k=10) idle, then while `turns` are imported as `agent-memory ingest` imports them."""
+    for question in questions[:10]:
+        await manager.retrieve(question, k=10, now=now)
+    asked = cycle(questions[10:] or questions)  # the first ten warmed the store
+
+    async def ask() -> None:
+        await manager.retrieve(next(asked), k=10, now=now)
+
+    idle = []
+    for _ in range(60):
+        idle.append(await _timed(ask))
+        await asyncio.sleep(PACE)
+
+    async def importing() -> None:
+        store = LocalStore(manager)
+        batches = iter([list(turns[start : start + BATCH]) for start in range(0, len(turns), BATCH)])
+        async for batch in prepared_ahead(store, batches):
+            await store.process_turns(batch, bulk=True)
+
+    started = time.perf_counter()
+    busy = await _while(asyncio.ensure_future(importing()), ask)
+    return Timed("`retrieve(k=10)`, LoCoMo dev questions", idle, busy), time.perf_counter() - started
+
+
+async def run(args: argparse.Namespace) -> Figures:
+    config, build = await prepare(args.keep / f"real-{args.size}", args.size, "real", args)
+    questions, now = build["questions"], datetime.fromisoformat(build["now"])
+    source = islice(longmemeval_turns(args.data_longmemeval), args.skip, args.skip + args.turns)
+    # one namespace for the import; a session shared by two questions' haystacks stays two sessions
+    turns = [replace(t, namespace=IMPORTED, session_id=f"{t.namespace}/{t.session_id}") for t in source]
+    with tempfile.TemporaryDirectory(prefix="during-import-", dir=args.keep) as scratch:
+        copy = Path(scratch) / "store"
+        shutil.copytree(config.data_dir, copy)
+        copied = config.model_copy(update={"data_dir": copy})
+        async with MemoryManager.open(copied) as manager:
+            if manager.records.keyword_index is not None:
+                await manager.records.keyword_index.wait()
+            model = await model_alone(manager, [str(t.content) for t in turns[: 10 * BATCH]], questions[0])
+            retrieve, seconds = await whole_retrieval(manager, turns, questions, now)
+    return Figures(model, retrieve, len(turns), seconds, args.size, int(build["memories"]))
+
+
+def render(figures: Figures) -> str:
+    rows = [
+        f"| {t.what} | {_cell(t.idle)} | {_cell(t.busy)} | {len(t.busy)} |" for t in [*figures.model, figures.retrieve]
+    ]
+    return "\n".join(
+        [
+            BEGIN,
+            f"Measured {datetime.now():%Y-%m-%d} on the real-text store of {figures.size:,} turns "
+            f"({figures.memories:,} memories); the "
+            f"import: {figures.imported:,} LongMemEval dev turns in batches of {BATCH}, "
+            f"{figures.imported / figures.import_seconds:.0f} turns/s while questioned.",
+            "",
+            "| ms, p50 / p95 / max | idle | while an import runs | calls during it |",
+            "|---|---|---|---|",
+            *rows,
+            END,
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="a question's latency while an import runs into the same store")
+    parser.add_argument("--keep", type=Path, required=True, help="latency_real.py's stores (built there if missing)")
+    parser.add_argument("--data-locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--data-longmemeval", type=Path, default=LONGMEMEVAL)
+    parser.add_argument("--size", type=int, default=10_000, help="turns in latency_real.py's store")
+    parser.add_argument("--turns", type=int, default=1280, help="LongMemEval turns the import writes")
+    parser.add_argument("--skip", type=int, default=20_000, help="start past the turns the 10k store holds")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pool", type=int, default=3000)
+    parser.add_argument("--out", type=Path, help="write the table between the bench-during-import markers there")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    args.keep.mkdir(parents=True, exist_ok=True, mode=0o700)
+    section = render(asyncio.run(run(args)))
+    print(section)
+    if args.out is not None:
+        perf.write_docs(section, args.out, begin=BEGIN, end=END, heading="A question while an import runs")
+    return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
+import tempfile
 import tracemalloc
 import zipfile
 from datetime import UTC, datetime
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent_memory.bench.datasets import detect_format, read_jsonl
 from agent_memory.chat_exports import chatgpt_turns, claude_turns
@@ -102,6 +105,40 @@ def test_bytes_that_are_not_utf8_are_named_with_their_line(tmp_path: Path) -> No
     for chunk in (1, 5, 1 << 20):
         with pytest.raises(InvalidInput, match=r"latin1.json is not valid UTF-8 \(byte 0xe9 on line 3\)"):
             list(array_items(path, "items", chunk=chunk))
+
+
+_SCALARS = (
+    st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats(allow_nan=False) | st.text(max_size=12)
+)
+_VALUES = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=st.lists(_VALUES, max_size=6),
+    chunk=st.integers(1, 40),
+    indent=st.sampled_from([None, 0, 2]),
+    ascii_only=st.booleans(),
+    pad=st.sampled_from(["", "\n", " \r\n\t"]),
+    cut=st.floats(0, 1, exclude_max=True),
+)
+def test_any_list_reads_as_json_loads_reads_it_and_a_cut_one_is_refused(
+    items: list[Any], chunk: int, indent: int | None, ascii_only: bool, pad: str, cut: float
+) -> None:
+    """Random JSON (escapes, non-ASCII, exponents, nesting) at random read sizes, so that strings, escapes, numbers
+    and multi-byte characters fall across reads: the same items as json.loads; the same file cut anywhere (a
+    download that stopped) is refused, never read as fewer items."""
+    text = pad + json.dumps(items, indent=indent, ensure_ascii=ascii_only) + pad
+    with tempfile.TemporaryDirectory() as folder:
+        whole, partial = Path(folder) / "whole.json", Path(folder) / "cut.json"
+        whole.write_bytes(text.encode())
+        assert [item for _, item in array_items(whole, "items", chunk=chunk)] == json.loads(text)
+        body = text.strip()
+        partial.write_bytes(body[: int(cut * len(body))].encode())
+        with pytest.raises(InvalidInput):
+            list(array_items(partial, "items", chunk=chunk))
 
 
 def test_memory_holds_an_item_and_a_read_ahead_not_the_file(tmp_path: Path) -> None:

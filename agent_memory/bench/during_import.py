@@ -32,7 +32,7 @@ from pathlib import Path
 
 from agent_memory.bench import perf
 from agent_memory.bench.datasets import longmemeval_turns
-from agent_memory.bench.latency_real import LOCOMO, LONGMEMEVAL, prepare
+from agent_memory.bench.latency_real import prepare, real_store_arguments
 from agent_memory.bench.perf import percentile
 from agent_memory.interfaces.cli_ingest import prepared_ahead
 from agent_memory.interfaces.routing import LocalStore
@@ -174,14 +174,10 @@ def render(figures: Figures) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="a question's latency while an import runs into the same store")
     parser.add_argument("--keep", type=Path, required=True, help="latency_real.py's stores (built there if missing)")
-    parser.add_argument("--data-locomo", type=Path, default=LOCOMO)
-    parser.add_argument("--data-longmemeval", type=Path, default=LONGMEMEVAL)
+    real_store_arguments(parser)
     parser.add_argument("--size", type=int, default=10_000, help="turns in latency_real.py's store")
     parser.add_argument("--turns", type=int, default=1280, help="LongMemEval turns the import writes")
     parser.add_argument("--skip", type=int, default=20_000, help="start past the turns the 10k store holds")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--pool", type=int, default=3000)
     parser.add_argument("--out", type=Path, help="write the table between the bench-during-import markers there")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

@@ -294,18 +294,24 @@ async def run(args: argparse.Namespace) -> list[Run]:
     return runs
 
 
+def real_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """What `prepare` reads to build a real-text store: the data, the questions, and (for `--text both`) the
+    synthetic store's seed and pool."""
+    parser.add_argument("--data-locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--data-longmemeval", type=Path, default=LONGMEMEVAL)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pool", type=int, default=3000)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="retrieval latency on stores of real conversation turns")
     parser.add_argument("--text", choices=("real", "both"), default="real", help="both: also latency.py's synthetic")
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[10_000, 100_000])
-    parser.add_argument("--data-locomo", type=Path, default=LOCOMO)
-    parser.add_argument("--data-longmemeval", type=Path, default=LONGMEMEVAL)
-    parser.add_argument("--queries", type=int, default=200)
+    real_store_arguments(parser)
     parser.add_argument("--pace", type=lambda s: [float(x) for x in s.split(",")], default=[0.0],
                         help="ms of idle after each question; several (0,50) time the store once per pace")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="time every store this many times, alternating")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--pool", type=int, default=3000)
     parser.add_argument("--keep", type=Path, help="the stores and the embedding cache; reused when present")
     parser.add_argument("--out", type=Path, help="write the tables between the bench-retrieve-real markers there")
     args = parser.parse_args(argv)

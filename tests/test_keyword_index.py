@@ -18,7 +18,7 @@ from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput, utc_now
 from agent_memory.sleep.jobs import run_job
 from agent_memory.storage.keyword_index import MAX_CHUNKS, TOKENIZE, KeywordIndex, Tokenizer
-from agent_memory.storage.keyword_projection import PRUNE_EVERY, KeywordProjection
+from agent_memory.storage.keyword_projection import CATCH_UP_SLICE, PRUNE_EVERY, KeywordProjection
 from agent_memory.storage.records import SqliteRecords
 
 WORDS = [
@@ -218,6 +218,41 @@ async def test_searches_beside_writes_stay_in_step(records: SqliteRecords) -> No
     assert answered > 0
     for words in _queries(rng, 60):
         projected, fts = await _both(records, "default", words, limit=20, common_share=0.05)
+        _same_ranking(projected, fts)
+
+
+async def test_the_background_catch_up_applies_changes_in_slices_beside_searches(records: SqliteRecords) -> None:
+    """catch_up() (the projector's eager task runs it after a write) applies the changes a slice at a time, and a
+    search between two slices answers with every change; once it is done the projection holds every change and
+    ranks as FTS5 does."""
+    rng = random.Random(11)
+    await _insert(records, _corpus(100, rng))
+    projection = records.start_keyword_index()
+    await projection.wait()  # built with these 100
+    slices = 0
+    sync_some = projection._sync_some
+
+    def counted(most: int) -> bool | None:
+        nonlocal slices
+        slices += 1
+        return sync_some(most)
+
+    projection._sync_some = counted  # type: ignore[method-assign]  # counts the slices; each one is the real one
+    await _insert(records, _corpus(5 * CATCH_UP_SLICE + 3, rng, prefix="n"))  # 83 memories: six slices
+    await projection.catch_up()
+    assert slices == 6
+    (last,) = (await records._fetch("SELECT max(seq) FROM keyword_changes"))[0]
+    assert projection._seq == last
+    await _insert(records, _corpus(3 * CATCH_UP_SLICE, rng, prefix="k"))
+    async with records.transaction() as db:
+        await db.execute("UPDATE memories SET content = content || ' kyoto', status = 'active' WHERE memory_id = 'm1'")
+        await db.execute("UPDATE memories SET namespace = 'default' WHERE memory_id = 'm1'")
+    catching = asyncio.ensure_future(projection.catch_up())
+    await asyncio.sleep(0)  # its first slice is on the projection's thread
+    assert "m1" in {i for i, _ in await records.keyword_search("default", ["kyoto"], limit=50)}
+    await catching
+    for words in [["kyoto"], *_queries(rng, 30)]:
+        projected, fts = await _both(records, "default", words, limit=20)
         _same_ranking(projected, fts)
 
 

@@ -36,10 +36,14 @@ _INSTANCES_SQL = (  # each token with all its instances as doc << 32 | column <<
     "SELECT term, group_concat((doc << 32) | ((col = 'keywords') << 31) | offset) FROM temp.keyword_instances "
     "GROUP BY term"
 )
-_CHANGES_SQL = (
+_CHANGES_SQL = (  # the memories changed past a seq, each once, in the order of their last change; at most LIMIT
     "SELECT c.last, m.rowid IS NOT NULL, m.content, m.keywords, c.row FROM (SELECT row, max(seq) AS last "
-    "FROM keyword_changes WHERE seq > ? GROUP BY row) AS c LEFT JOIN memories m ON m.rowid = c.row ORDER BY c.last"
+    "FROM keyword_changes WHERE seq > ? GROUP BY row) AS c LEFT JOIN memories m ON m.rowid = c.row ORDER BY c.last "
+    "LIMIT ?"
 )
+CATCH_UP_SLICE = 16
+"""Memories the background catch-up applies in one step on the projection's thread: a search waits at most for
+one step (16 LongMemEval turns: about 6 ms on an idle core) where it waited for a whole import batch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,24 @@ class KeywordProjection:
             self._seen = -1  # read the changes again next time
             raise
 
+    async def catch_up(self) -> None:
+        """Apply what changed since the last search, in the background (the projector calls it after a write), a
+        slice at a time: the next search finds it applied instead of applying it on its own path, and a search
+        that comes meanwhile waits at most for one slice. Nothing to do until the index is built."""
+        while not self._closed and self.ready:
+            try:
+                left = await asyncio.wrap_future(self._pool.submit(self._sync_some, CATCH_UP_SLICE))
+            except Exception as exc:  # as a search's failure: FTS5 answers while it is rebuilt
+                log.warning("keyword index failed, rebuilding it (FTS5 answers meanwhile): %s", exc)
+                self._restart()
+                return
+            if left is None or self._index.wasteful:
+                self._restart()
+                return
+            self._prune_later()
+            if not left:
+                return
+
     async def status(self) -> dict[str, Any]:
         """For `stats()`: "idle" (no search yet), "building", "ready" or "failed", with the memories it holds, its
         arrays' bytes and the last build's seconds. Read on the projection's thread, where the index changes."""
@@ -226,23 +248,28 @@ class KeywordProjection:
 
     def _sync(self) -> bool:
         """Apply the changes past the last one applied; False when the index must be built again instead."""
+        return self._sync_some(-1) is not None
+
+    def _sync_some(self, most: int) -> bool | None:
+        """Apply the next `most` changed memories (all when -1): None when the index must be built again instead,
+        else whether changes are left."""
         db = self._connect()
         assert self._tokenizer is not None
         first, last = db.execute("SELECT min(seq), max(seq) FROM keyword_changes").fetchone()
         if first is not None and first > self._seq + 1:
-            return False  # another process pruned what this one had not read: start again
+            return None  # another process pruned what this one had not read: start again
         if last is not None and last - self._seq > REBUILD_AFTER + self._index.rows // 10:
-            return False  # a bulk ingest: reading FTS5's index again beats tokenizing every row here
-        rows = db.execute(_CHANGES_SQL, (self._seq,)).fetchall()
+            return None  # a bulk ingest: reading FTS5's index again beats tokenizing every row here
+        rows = db.execute(_CHANGES_SQL, (self._seq, most)).fetchall()
         if not rows:
-            return True
+            return False
         present = [(row, content or "", keywords or "") for _, exists, content, keywords, row in rows if exists]
         for _, exists, _, _, row in rows:
             if not exists:
                 self._index.remove(row)
         self._index.add(self._tokenizer.rows(present))
         self._seq = max(r[0] for r in rows)
-        return True
+        return len(rows) == most
 
     def _search(self, query: KeywordQuery, changed: bool) -> Matches | None:
         """The search on the projection's thread; None when the index must be built again first."""

@@ -124,7 +124,7 @@ class Projector:
         )
         if self._read_delay is not None:
             self._reads_task = asyncio.create_task(
-                self._run(self._wake_reads, self._read_delay, self.drain_for_reads), name="outbox-projector-reads"
+                self._run(self._wake_reads, self._read_delay, self._for_reads), name="outbox-projector-reads"
             )
 
     def notify(self) -> None:
@@ -202,6 +202,14 @@ class Projector:
         """Count the projections again (after a batch, a rebuild, or on open)."""
         graph = await self._graph.counts()
         self.counts = {"graph": graph, "vectors": {c: await self._vectors.count(c) for c in (TEXT, IMAGE, CONTEXT)}}
+
+    async def _for_reads(self) -> int:
+        """The eager task's work after a write: what a search would apply first (drain_for_reads), then the keyword
+        index's share of it (KeywordProjection.catch_up), so the next search finds both done."""
+        applied = await self.drain_for_reads()
+        if (index := self._records.keyword_index) is not None:
+            await index.catch_up()
+        return applied
 
     async def drain_for_reads(self) -> int:
         """What a search needs first: the vector part of every pending row (payloads, vectors, deletions) and the

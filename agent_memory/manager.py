@@ -348,7 +348,8 @@ class MemoryManager(ReadPath):
         memory of its own (long_turns.py); its result's `chunk_memory_ids` names them. `bulk` marks an import (a
         history brought in, not a conversation under way): what it keeps is embedded by
         `embedding.import_precision` (int8: about 1.5x the turns a second), and the vector upgrade makes those
-        vectors again in float32 while the store is idle (vector_upgrade.py).
+        vectors again in float32 while the store is idle (vector_upgrade.py). A search does not wait for an import's
+        batch: the call applies its own batch's vectors and keywords for reads before it returns.
         """
         self._check_open()
         check_batch(len(turns))
@@ -389,9 +390,20 @@ class MemoryManager(ReadPath):
             self.journal.settle(positions)
             if self.config.facts.extract_on_write:
                 await self._observe_facts(records)
+            if bulk:
+                await self._settle_import()
             return results
         finally:
             self._inflight.difference_update(keys)
+
+    async def _settle_import(self) -> None:
+        """An import's batch, applied for reads before its call returns: a search does not wait for an import's
+        batches (Projector.catch_up_for_read), so the import applies its own. The batch is committed whatever
+        happens here: a projection that fails is retried by the projector's task, as after any write."""
+        try:
+            await self.projector.settle_for_reads()
+        except Exception:
+            log.warning("an import's batch is committed; its projection is retried in the background", exc_info=True)
 
     async def _append(self, records: list[LogRecord]) -> list[LogPosition]:
         """Log the records. Cancelled meanwhile, the write goes on (on the journal's thread): wait for it to end,

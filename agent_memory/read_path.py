@@ -213,7 +213,7 @@ class ReadPath:
         reference = self._aware(now, "now") or self.clock()
         mood = check_emotion(emotional_context)
         seen = None if image is None else await self._query_image(image)
-        await self.projector.drain_for_reads()  # what this read searches; the graph is the background's
+        await self.projector.catch_up_for_read()  # what live writes left; the graph is the background's
         known = self._aware(as_of, "as_of")
         asked = Query(
             query,

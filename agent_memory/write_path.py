@@ -180,7 +180,8 @@ class WritePath:
             placed = dict(zip(short, zip(commits, results, strict=True), strict=True))
             placed |= dict(zip(long, built, strict=True))
             commits, results = [placed[i][0] for i in sorted(placed)], [placed[i][1] for i in sorted(placed)]
-        await self.records.commit_turns(commits, now=now, recovery_start=self.journal.low_water(excluding=positions))
+        low_water = self.journal.low_water(excluding=positions)
+        await self.records.commit_turns(commits, now=now, recovery_start=low_water, bulk=bulk)
         await self._refresh_followers(previous.late, records, using, now)
         self.recent.extend((d.record.namespace, d.vector) for d in drafts if d.vector is not None and d.kept)
         self.notify()

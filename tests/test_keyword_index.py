@@ -256,6 +256,27 @@ async def test_the_background_catch_up_applies_changes_in_slices_beside_searches
         _same_ranking(projected, fts)
 
 
+async def test_a_search_syncs_after_a_live_write_and_an_imports_words_arrive_by_catch_up(
+    records: SqliteRecords,
+) -> None:
+    """A search applies the changes on its path only after a write that was not an import's batch
+    (SqliteRecords.live_commits): an import's words reach the projection by catch_up (the import's own call and
+    the projector's eager task run it), not on a search's path. A live write after them brings in both."""
+    await _insert(records, [("a", "default", "active", "porto", "[]")])
+    projection = records.start_keyword_index()
+    await projection.wait()
+    assert await records.keyword_search("default", ["porto"], limit=5)
+    async with records.transaction(bulk=True) as db:  # an import's batch
+        await db.execute(INSERT, ("kyoto1", "default", "active", "a week in kyoto", "[]", "t", "t"))
+    assert await records.keyword_search("default", ["kyoto"], limit=5) == []  # not on the search's path
+    await projection.catch_up()
+    assert [i for i, _ in await records.keyword_search("default", ["kyoto"], limit=5)] == ["kyoto1"]
+    async with records.transaction(bulk=True) as db:
+        await db.execute(INSERT, ("kyoto2", "default", "active", "kyoto again", "[]", "t", "t"))
+    await _insert(records, [("kyoto3", "default", "active", "kyoto at last", "[]")])  # a live write
+    assert {i for i, _ in await records.keyword_search("default", ["kyoto"], limit=5)} == {"kyoto1", "kyoto2", "kyoto3"}
+
+
 async def test_the_change_log_is_pruned_and_a_gap_rebuilds(records: SqliteRecords) -> None:
     """The projection deletes the change rows it applied; if rows it never read are gone, it rebuilds."""
     projection = records.start_keyword_index()

@@ -107,6 +107,38 @@ async def test_a_memory_whose_keywords_cannot_be_derived_keeps_none(manager: Mem
     assert await manager.records.pending_keywords(10) == []
 
 
+async def test_a_search_waits_for_live_writes_and_an_import_applies_its_own_batch(
+    config: Config, embedder: Embedder
+) -> None:
+    """A search applies the projection work live writes left before it reads (so it sees every one of them), not an
+    import's: `process_turns(bulk=True)` applies its own batch for reads before it returns. An import's batch that
+    is committed but not yet applied is not applied by a search; the next live write's search applies all."""
+    idle = timedelta(hours=1)  # the projector's eager and graph tasks stay asleep: only the calls below apply
+    quiet = config.model_copy(update={"projector_read_delay": idle, "projector_delay": idle})
+    async with MemoryManager.open(quiet, embedder=embedder) as m:
+        imported = await m.process_turns(
+            [TurnInput("s1", n, text, at=T0) for n, text in enumerate(CONVERSATION[:3])], bulk=True
+        )
+        assert not await m.records.has_pending_for_reads()  # the import's call applied its batch
+        assert await m.retrieve("oat milk in coffee", k=1)
+        first = imported[0].memory_id
+        assert first is not None
+        async with m.records.transaction(bulk=True) as db:  # an import's next batch, committed, not yet applied
+            await db.execute("UPDATE memories SET content = 'Moved to Kyoto in March.' WHERE memory_id = ?", (first,))
+            await db.execute(
+                "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)", (first, T0.isoformat())
+            )
+            await db.execute("INSERT INTO pending_keywords (memory_id) VALUES (?)", (first,))
+        await m.retrieve("Kyoto", k=1)
+        assert await m.projector.catch_up_for_read() == 0
+        assert await m.records.has_pending_for_reads()  # left to the import's call and the eager task
+        live = await m.process_turn("s2", 0, "Ines booked the ferry to Madeira for the regatta.", at=T0)
+        hits = await m.retrieve("ferry to Madeira", k=3)
+        assert hits[0].memory.memory_id == live.memory_id  # a live write is searched at once
+        assert not await m.records.has_pending_for_reads()  # and its search applied the import's rows with it
+        assert await m.projector.catch_up_for_read() == 0
+
+
 async def test_retrieve_fuses_keyword_and_semantic_and_explains(manager: MemoryManager) -> None:
     await ingest(manager, CONVERSATION)
     results = await manager.retrieve("What milk does she like in coffee?", k=3)

@@ -74,8 +74,10 @@ class Matches:
 class KeywordProjection:
     """The keyword index, built and searched on its own thread, kept in step with `keyword_changes`.
 
-    `changed()` counts the writes that may have changed memories (SqliteRecords.commits): the change table is read
-    only when it moved. `prune(seq)` deletes change rows up to seq through the writer."""
+    `changed()` counts the writes a search must see (SqliteRecords.live_commits): a search reads the change table
+    only when it moved. An import's batches do not move it: the projector applies their changes (`catch_up`), in
+    its eager task and before the import's call returns, so a search never waits for an import's words.
+    `prune(seq)` deletes change rows up to seq through the writer."""
 
     def __init__(self, path: Path, changed: Callable[[], int], prune: Callable[[int], Any]) -> None:
         self._path, self._changed, self._prune = path, changed, prune

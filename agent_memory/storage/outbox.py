@@ -82,8 +82,9 @@ class Projector:
     Two of them: one applies the vector parts and the keywords `read_delay` after a write (what the next search
     would otherwise apply on its own path first), the other everything, the graph included, `delay` after it (per
     row the graph is the costly part, so it gathers a batch, and while writes keep coming it gathers a whole one:
-    `_gather`). A search never waits for either: it applies what is still pending itself (drain_for_reads), under
-    the same lock, so it is never stale."""
+    `_gather`). A search never waits for either: it applies what live writes left pending itself
+    (catch_up_for_read), under the same lock, so it sees every write made before it. An import's batch is applied
+    for reads before the import's call returns (settle_for_reads), so a search does not wait for an import."""
 
     def __init__(
         self,
@@ -108,6 +109,7 @@ class Projector:
         self._read_lock = asyncio.Lock()  # the vector parts and the keywords, which reads apply themselves
         self._all_done = _NothingPending(records, records.has_pending)
         self._read_done = _NothingPending(records, records.has_pending_for_reads)
+        self._live_applied = -1  # records.live_commits when a drain for reads last began: what it covered
         self._wake = asyncio.Event()
         self._wake_reads = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -124,7 +126,7 @@ class Projector:
         )
         if self._read_delay is not None:
             self._reads_task = asyncio.create_task(
-                self._run(self._wake_reads, self._read_delay, self._for_reads), name="outbox-projector-reads"
+                self._run(self._wake_reads, self._read_delay, self.settle_for_reads), name="outbox-projector-reads"
             )
 
     def notify(self) -> None:
@@ -203,26 +205,42 @@ class Projector:
         graph = await self._graph.counts()
         self.counts = {"graph": graph, "vectors": {c: await self._vectors.count(c) for c in (TEXT, IMAGE, CONTEXT)}}
 
-    async def _for_reads(self) -> int:
-        """The eager task's work after a write: what a search would apply first (drain_for_reads), then the keyword
-        index's share of it (KeywordProjection.catch_up), so the next search finds both done."""
+    async def settle_for_reads(self) -> int:
+        """Everything a search reads, applied: the vector parts and keywords (drain_for_reads), then the keyword
+        index's share (KeywordProjection.catch_up). The eager task runs it after a write, and an import's batch
+        before its call returns (MemoryManager.process_turns(bulk=True)): a search does not wait for an import."""
         applied = await self.drain_for_reads()
         if (index := self._records.keyword_index) is not None:
             await index.catch_up()
         return applied
 
-    async def drain_for_reads(self) -> int:
+    async def catch_up_for_read(self) -> int:
+        """What a search applies first: the projection work of the writes that were not an import's batch
+        (SqliteRecords.live_commits), with whatever else is pending then. An import's batches are applied by the
+        import's own call (settle_for_reads), so a search during an import does not wait for them; it sees each
+        batch whose call has returned. Returns how many rows' vector parts it applied."""
+        if self._records.live_commits == self._live_applied:
+            return 0
+        return await self.drain_for_reads(for_read=True)
+
+    async def drain_for_reads(self, *, for_read: bool = False) -> int:
         """What a search needs first: the vector part of every pending row (payloads, vectors, deletions) and the
         pending keywords. The graph part waits for drain(), which the background task runs: retrieval walks
-        SQLite, not Kuzu. Returns how many rows' vector parts it applied."""
+        SQLite, not Kuzu. Returns how many rows' vector parts it applied. `for_read`: a search that waited for
+        the lock returns at once when the drain before it covered every live write it must see."""
+        live = self._records.live_commits
         if not self._read_lock.locked() and await self._read_done.holds():
+            self._live_applied = max(self._live_applied, live)
             return 0
         applied = 0
         async with self._read_lock:
+            if for_read and self._live_applied >= live:
+                return 0
             while items := await self._records.pending_outbox(self._batch, vectors=True):
                 await self._apply_vectors(items)
                 applied += len(items)
             await self._derive_keywords()
+            self._live_applied = max(self._live_applied, live)
         return applied
 
     async def _derive_keywords(self) -> None:

@@ -114,6 +114,7 @@ class RecallQueries:
 
         path: Path | None
         commits: int
+        live_commits: int
 
         async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
 
@@ -127,7 +128,7 @@ class RecallQueries:
         if self.path is None:
             raise StorageError("the keyword index needs the records database's path")
         if self.keyword_index is None:
-            self.keyword_index = KeywordProjection(self.path, lambda: self.commits, self._prune_keyword_changes)
+            self.keyword_index = KeywordProjection(self.path, lambda: self.live_commits, self._prune_keyword_changes)
         return self.keyword_index
 
     def start_keyword_index(self) -> KeywordProjection:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import random
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -275,6 +276,27 @@ async def test_a_search_syncs_after_a_live_write_and_an_imports_words_arrive_by_
         await db.execute(INSERT, ("kyoto2", "default", "active", "kyoto again", "[]", "t", "t"))
     await _insert(records, [("kyoto3", "default", "active", "kyoto at last", "[]")])  # a live write
     assert {i for i, _ in await records.keyword_search("default", ["kyoto"], limit=5)} == {"kyoto1", "kyoto2", "kyoto3"}
+
+
+async def test_words_committed_while_the_index_was_built_arrive_without_a_live_write(records: SqliteRecords) -> None:
+    """An import's batch committed after the build read its snapshot, and before the build ended, is applied by the
+    catch-up the finished build starts: a search finds it though no live write came after it."""
+    await _insert(records, [("a", "default", "active", "porto", "[]")])
+    assert records.path is not None
+    projection = records.use_keyword_index()
+    build = projection._build
+
+    def build_then_an_import_commits() -> None:
+        build()
+        with sqlite3.connect(records.path) as db:  # as the import's writer would, after the snapshot
+            db.execute(INSERT, ("kyoto1", "default", "active", "a week in kyoto", "[]", "t", "t"))
+
+    projection._build = build_then_an_import_commits  # type: ignore[method-assign]
+    await projection.wait()
+    await asyncio.sleep(0)  # the catch-up the build's end started
+    assert projection._catching is not None
+    await projection._catching
+    assert [i for i, _ in await records.keyword_search("default", ["kyoto"], limit=5)] == ["kyoto1"]
 
 
 async def test_the_change_log_is_pruned_and_a_gap_rebuilds(records: SqliteRecords) -> None:

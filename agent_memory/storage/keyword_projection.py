@@ -89,6 +89,7 @@ class KeywordProjection:
         self._seen = -1  # changed() when the change table was last read
         self._built: asyncio.Future[None] | None = None
         self._pruning: asyncio.Future[Any] | None = None
+        self._catching: asyncio.Future[None] | None = None  # the catch-up a finished build starts
         self._closed = False
         self.build_seconds: float | None = None
 
@@ -202,12 +203,16 @@ class KeywordProjection:
         await self.pruned()
         if self._built is not None and not self._built.done():
             await asyncio.gather(self._built, return_exceptions=True)
+        if self._catching is not None:  # it stops at its next step, on seeing the projection closed
+            await asyncio.gather(self._catching, return_exceptions=True)
         await asyncio.wrap_future(self._pool.submit(self._close))
         self._pool.shutdown(wait=True)
 
     def _after_build(self, built: asyncio.Future[None]) -> None:
         if not built.cancelled() and built.exception() is not None and not self._closed:
             log.warning("keyword index not built, the keyword layer asks FTS5: %s", built.exception())
+        elif not built.cancelled() and not self._closed:  # an import's words committed while it was built
+            self._catching = asyncio.ensure_future(self.catch_up())
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:

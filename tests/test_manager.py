@@ -113,8 +113,9 @@ async def test_a_search_waits_for_live_writes_and_an_import_applies_its_own_batc
     """A search applies the projection work live writes left before it reads (so it sees every one of them), not an
     import's: `process_turns(bulk=True)` applies its own batch for reads before it returns. An import's batch that
     is committed but not yet applied is not applied by a search; the next live write's search applies all."""
-    idle = timedelta(hours=1)  # the projector's eager and graph tasks stay asleep: only the calls below apply
-    quiet = config.model_copy(update={"projector_read_delay": idle, "projector_delay": idle})
+    idle = timedelta(hours=1)  # the projector's tasks and the vector upgrade stay asleep: only the calls below apply
+    embedding = config.embedding.model_copy(update={"upgrade_delay": idle})
+    quiet = config.model_copy(update={"projector_read_delay": idle, "projector_delay": idle, "embedding": embedding})
     async with MemoryManager.open(quiet, embedder=embedder) as m:
         imported = await m.process_turns(
             [TurnInput("s1", n, text, at=T0) for n, text in enumerate(CONVERSATION[:3])], bulk=True

@@ -267,12 +267,12 @@ async def test_a_search_syncs_after_a_live_write_and_an_imports_words_arrive_by_
     projection = records.start_keyword_index()
     await projection.wait()
     assert await records.keyword_search("default", ["porto"], limit=5)
-    async with records.transaction(bulk=True) as db:  # an import's batch
+    async with records.transaction(background=True) as db:  # an import's batch
         await db.execute(INSERT, ("kyoto1", "default", "active", "a week in kyoto", "[]", "t", "t"))
     assert await records.keyword_search("default", ["kyoto"], limit=5) == []  # not on the search's path
     await projection.catch_up()
     assert [i for i, _ in await records.keyword_search("default", ["kyoto"], limit=5)] == ["kyoto1"]
-    async with records.transaction(bulk=True) as db:
+    async with records.transaction(background=True) as db:
         await db.execute(INSERT, ("kyoto2", "default", "active", "kyoto again", "[]", "t", "t"))
     await _insert(records, [("kyoto3", "default", "active", "kyoto at last", "[]")])  # a live write
     assert {i for i, _ in await records.keyword_search("default", ["kyoto"], limit=5)} == {"kyoto1", "kyoto2", "kyoto3"}

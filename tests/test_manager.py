@@ -124,7 +124,7 @@ async def test_a_search_waits_for_live_writes_and_an_import_applies_its_own_batc
         assert await m.retrieve("oat milk in coffee", k=1)
         first = imported[0].memory_id
         assert first is not None
-        async with m.records.transaction(bulk=True) as db:  # an import's next batch, committed, not yet applied
+        async with m.records.transaction(background=True) as db:  # an import's next batch, committed, not yet applied
             await db.execute("UPDATE memories SET content = 'Moved to Kyoto in March.' WHERE memory_id = ?", (first,))
             await db.execute(
                 "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)", (first, T0.isoformat())

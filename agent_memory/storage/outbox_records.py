@@ -27,7 +27,9 @@ class OutboxQueries:
 
         async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]: ...
 
-        def transaction(self, *, projected: bool = True) -> AbstractAsyncContextManager[Any]: ...
+        def transaction(
+            self, *, projected: bool = True, background: bool = False
+        ) -> AbstractAsyncContextManager[Any]: ...
 
     async def pending_outbox(self, limit: int, *, vectors: bool = False) -> list[OutboxItem]:
         """The oldest rows not yet done; with `vectors`, only those whose vector part is not applied yet."""
@@ -78,8 +80,9 @@ class OutboxQueries:
 
     async def set_keywords(self, found: Sequence[tuple[str, str, Sequence[str]]]) -> None:
         """Write derived keywords, each (memory id, the content they came from, keywords), and clear the pending
-        rows; a memory whose content changed since (an erasure) keeps what it has."""
-        async with self.transaction() as db:
+        rows; a memory whose content changed since (an erasure) keeps what it has. A search does not wait for this
+        write (`background`): it is the projector's own result, applied by the search's catch-up or before it."""
+        async with self.transaction(background=True) as db:
             await db.executemany(
                 "UPDATE memories SET keywords = ? WHERE memory_id = ? AND content = ?",
                 [(json.dumps(list(keywords)), memory_id, content) for memory_id, content, keywords in found],

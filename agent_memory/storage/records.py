@@ -78,7 +78,7 @@ class SqliteRecords(
         self.keyword_index: KeywordProjection | None = None  # the keyword layer's projection, once started
         self._busy = [0] * len(self._readers)  # reads in flight on each reader
         self.commits = 0  # committed write transactions that may have left the projector work (outbox rows, keywords)
-        self.live_commits = 0  # those of them that were not an import's batch: what a search waits for (outbox.py)
+        self.live_commits = 0  # those of them a search must see first: not an import's batch (outbox.py)
         self._write_lock = asyncio.Lock()
         self._closed = False
 
@@ -125,10 +125,13 @@ class SqliteRecords(
             await self._writer.close()
 
     @asynccontextmanager
-    async def transaction(self, *, projected: bool = True, bulk: bool = False) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(
+        self, *, projected: bool = True, background: bool = False
+    ) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction. `projected=False` promises it adds no outbox or pending_keywords row (a
-        retrieval's record): the projector then need not look for work after it (commits). `bulk` marks an import's
-        batch, whose projection work a search does not wait for (live_commits; Projector.catch_up_for_read)."""
+        retrieval's record): the projector then need not look for work after it (commits). `background` marks a
+        write a search does not wait for (live_commits; Projector.catch_up_for_read): an import's batch, which its
+        own call applies for reads, or the projector's derived keywords, which it applies itself."""
         if self._closed:
             raise ClosedError("SqliteRecords")
         async with self._write_lock:
@@ -138,7 +141,7 @@ class SqliteRecords(
                 await self._writer.execute("COMMIT")
                 if projected:
                     self.commits += 1
-                    self.live_commits += not bulk
+                    self.live_commits += not background
             except BaseException as exc:
                 await self._writer.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
@@ -265,7 +268,7 @@ class SqliteRecords(
             if index and index % TURNS_PER_SLICE == 0:
                 await asyncio.sleep(0)  # a large batch lets other callers in while its rows are built
             rows.turn(commit, now)
-        async with self.transaction(bulk=bulk) as db:
+        async with self.transaction(background=bulk) as db:
             await rows.write(db)
             if recovery_start is not None:
                 await set_recovery_start(db, recovery_start)

@@ -143,7 +143,7 @@ class KeywordProjection:
             raise
 
     async def catch_up(self) -> None:
-        """Apply what changed since the last search, in the background (the projector calls it after a write), a
+        """Apply the changes past the last one applied, in the background (the projector calls it after a write), a
         slice at a time: the next search finds it applied instead of applying it on its own path, and a search
         that comes meanwhile waits at most for one slice. Nothing to do until the index is built."""
         while not self._closed and self.ready:

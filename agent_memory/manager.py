@@ -166,6 +166,7 @@ class MemoryManager(ReadPath):
         """Take the owner lock and open the log, SQLite, the graph and the vectors, each closed by `stack`; returns
         whether the graph and the vectors must be rebuilt (opened empty, or set aside as unreadable)."""
         data_dir = self.config.data_dir
+        KuzuGraph.prepare()  # the graph's fork server starts while the log and SQLite open
         lock = OwnerLock(data_dir / "owner.lock")
         await asyncio.to_thread(lock.acquire)
         stack.callback(lock.release)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import signal
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -248,7 +250,7 @@ async def test_rebuild_drops_next_to_missing_memory_and_empty_rebuild(graph: Kuz
     await graph.upsert_memories([mem("c", previous="b", namespace="")])  # an empty namespace stays '' after COPY
     assert await graph.neighbours(MemoryId("c")) == [("b", "NEXT")]
     assert (await graph.counts())["Session"] == 1
-    rows = await graph._call("test", graph._run, "MATCH (m:Memory) RETURN m.id, m.namespace ORDER BY m.id")
+    rows = await graph.query("MATCH (m:Memory) RETURN m.id, m.namespace ORDER BY m.id")
     assert rows == [["b", ""], ["c", ""]]
     await graph.rebuild([])
     assert await graph.counts() == EMPTY
@@ -259,7 +261,7 @@ async def test_timestamps_are_stored_as_utc(graph: KuzuGraph) -> None:
     await graph.upsert_memories([GraphMemory(MemoryId("a"), "default", MemoryType.SEMANTIC, paris, None, None, ())])
     await graph.rebuild([GraphMemory(MemoryId("b"), "default", MemoryType.SEMANTIC, paris, None, None, ())])
     await graph.upsert_memories([GraphMemory(MemoryId("a"), "default", MemoryType.SEMANTIC, paris, None, None, ())])
-    rows = await graph._call("test", graph._run, "MATCH (m:Memory) RETURN m.id, m.created_at ORDER BY m.id")
+    rows = await graph.query("MATCH (m:Memory) RETURN m.id, m.created_at ORDER BY m.id")
     assert rows == [["a", datetime(2024, 5, 1, 12, 0)], ["b", datetime(2024, 5, 1, 12, 0)]]
 
 
@@ -286,11 +288,79 @@ async def test_graph_held_by_another_process_is_store_locked(tmp_path: Path) -> 
         assert other.stdout is not None
         assert await other.stdout.readline() == b"held\n"
         with pytest.raises(StoreLocked):
-            await KuzuGraph.open(tmp_path)
+            await KuzuGraph.open(tmp_path, lock_wait=0.3)
     finally:
         await other.communicate(b"")
     graph = await KuzuGraph.open(tmp_path)  # the failed open released the path
     await graph.aclose()
+
+
+async def test_an_open_waits_for_a_lock_that_is_released(tmp_path: Path) -> None:
+    """The worker of an owner that was just killed still closes the database: a new owner waits for it."""
+    hold = (
+        "import sys, time, kuzu; db = kuzu.Database(sys.argv[1]); print('held', flush=True); "
+        "time.sleep(1.0); db.close()"
+    )
+    other = await asyncio.create_subprocess_exec(sys.executable, "-c", hold, str(tmp_path / "graph.kuzu"), stdout=PIPE)
+    assert other.stdout is not None
+    assert await other.stdout.readline() == b"held\n"
+    graph = await KuzuGraph.open(tmp_path)  # would be StoreLocked without the wait (as the test above shows)
+    try:
+        assert await other.wait() == 0  # the lock was held, then released, while the open waited
+        assert await graph.memory_ids() == set()
+    finally:
+        await graph.aclose()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_kuzu_runs_in_a_worker_process_that_ends_with_the_graph(tmp_path: Path) -> None:
+    graph = await KuzuGraph.open(tmp_path)
+    pid = graph.worker_pid
+    assert pid is not None and pid != os.getpid() and alive(pid)
+    await graph.upsert_memories([mem("a", entities=("Alice",))])
+    assert await graph.entities(MemoryId("a")) == ["Alice"]
+    await graph.aclose()
+    assert not alive(pid)
+
+
+async def test_a_killed_worker_is_replaced_and_the_call_made_again(graph: KuzuGraph) -> None:
+    await graph.upsert_memories(chat(50))
+    before = await graph.counts()
+    first = graph.worker_pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    await graph.upsert_memories([mem("late", session="s9", entities=("Zed",))])  # finds the worker dead
+    second = graph.worker_pid
+    assert second is not None and second != first and alive(second)
+    after = await graph.counts()
+    assert after["Memory"] == before["Memory"] + 1 and after["Entity"] == before["Entity"] + 1
+    assert await graph.entities(MemoryId("late")) == ["Zed"]
+
+
+async def test_a_fresh_rebuild_runs_in_a_new_worker_on_new_files(tmp_path: Path) -> None:
+    """What an erase asks: no file of the old database, and no process that held its names, writes the new one."""
+    graph = await KuzuGraph.open(tmp_path)
+    try:
+        secret = "Harbourmaster Oyelaran-Whitcombe"
+        await graph.upsert_memories([mem("a", entities=(secret,)), mem("b", previous="a", entities=("Bob",))])
+        await graph.checkpoint()
+        assert secret.encode() in (tmp_path / "graph.kuzu").read_bytes()  # the check can fail: the name is there
+        first = graph.worker_pid
+        await graph.rebuild_fresh([mem("b", entities=("Bob",))])
+        assert graph.worker_pid not in (None, first) and first is not None and not alive(first)
+        assert await graph.memory_ids() == {"b"} and await graph.entities(MemoryId("b")) == ["Bob"]
+        await graph.checkpoint()
+        files = [f for f in tmp_path.iterdir() if f.name.startswith("graph.kuzu")]
+        assert files and not any(secret.encode() in f.read_bytes() for f in files)
+    finally:
+        await graph.aclose()
 
 
 async def test_use_after_close_raises(tmp_path: Path) -> None:
@@ -306,8 +376,8 @@ async def test_use_after_close_raises(tmp_path: Path) -> None:
 
 
 async def test_engine_errors_are_storage_errors(graph: KuzuGraph) -> None:
-    with pytest.raises(StorageError, match="Graph test failed") as info:
-        await graph._call("test", graph._run, "MATCH (n:NoSuchTable) RETURN n")
+    with pytest.raises(StorageError, match="Graph query failed") as info:
+        await graph.query("MATCH (n:NoSuchTable) RETURN n")
     assert isinstance(info.value.__cause__, RuntimeError)
 
 

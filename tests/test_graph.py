@@ -313,11 +313,13 @@ async def test_an_open_waits_for_a_lock_that_is_released(tmp_path: Path) -> None
 
 
 def alive(pid: int) -> bool:
+    """Whether `pid` runs (not a zombie: whether the machine's init reaps an orphan is not this test's business)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return True
 
 
 async def test_kuzu_runs_in_a_worker_process_that_ends_with_the_graph(tmp_path: Path) -> None:
@@ -328,6 +330,39 @@ async def test_kuzu_runs_in_a_worker_process_that_ends_with_the_graph(tmp_path: 
     assert await graph.entities(MemoryId("a")) == ["Alice"]
     await graph.aclose()
     assert not alive(pid)
+
+
+async def test_a_killed_owner_leaves_no_worker_and_the_next_owner_opens_the_graph(tmp_path: Path) -> None:
+    """kill -9 of the owner: its worker reads end of file, closes the database and ends, as does the fork server,
+    and the next owner opens the graph with what the first one wrote."""
+    owner = (
+        "import asyncio, os, sys\n"
+        "from agent_memory.storage.graph import KuzuGraph, _Host\n"
+        "from tests.test_graph import mem\n"
+        "async def main():\n"
+        "    g = await KuzuGraph.open(__import__('pathlib').Path(sys.argv[1]))\n"
+        "    await g.upsert_memories([mem('a', entities=('Alice',))])\n"
+        "    print(g.worker_pid, _Host._current._process.pid, flush=True)\n"
+        "    await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n"
+    )
+    ROOT = Path(__file__).resolve().parents[1]
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", owner, str(tmp_path), stdout=PIPE, cwd=ROOT)
+    assert child.stdout is not None
+    worker, host = (int(x) for x in (await child.stdout.readline()).split())
+    assert alive(worker) and alive(host)  # the check can fail: both run while the owner does
+    child.kill()
+    await child.wait()
+    for _ in range(500):
+        if not alive(worker) and not alive(host):
+            break
+        await asyncio.sleep(0.01)
+    assert not alive(worker) and not alive(host)
+    graph = await KuzuGraph.open(tmp_path, lock_wait=0.0)  # the lock is free: no wait needed
+    try:
+        assert await graph.entities(MemoryId("a")) == ["Alice"]
+    finally:
+        await graph.aclose()
 
 
 async def test_a_killed_worker_is_replaced_and_the_call_made_again(graph: KuzuGraph) -> None:

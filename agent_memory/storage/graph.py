@@ -72,10 +72,25 @@ class _Gone(Exception):
 
 
 def _alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie does not: an init that does not reap would keep one forever)."""
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):  # gone (or the pid is another user's now)
         return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc here: the signal's answer stands
+    return state != b"Z"
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
     return True
 
 
@@ -159,14 +174,13 @@ class _Worker:
             pass  # already gone
         finally:
             self._conn.close()
-        deadline = time.monotonic() + CLOSE_WAIT
-        while _alive(self.pid):
-            if time.monotonic() > deadline:
-                log.error("the graph's worker %d did not end in %.0f s; killing it", self.pid, CLOSE_WAIT)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, signal.SIGKILL)
-                deadline = time.monotonic() + CLOSE_WAIT
-            time.sleep(0.002)
+        if _wait_gone(self.pid, CLOSE_WAIT):
+            return
+        log.error("the graph's worker %d did not end in %.0f s; killing it", self.pid, CLOSE_WAIT)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        if not _wait_gone(self.pid, 10.0):
+            log.error("the graph's worker %d outlived SIGKILL by 10 s; leaving it", self.pid)
 
 
 class KuzuGraph:

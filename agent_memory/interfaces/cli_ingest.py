@@ -64,17 +64,29 @@ class Tally:
     long_turns: int = 0
     chunks: int = 0
     writing: float = 0.0
-    """Seconds spent on batches that wrote turns: the rate and the ETA are of those."""
+    """Wall seconds of the batches that wrote turns, each from the end of the one before it, so a batch's wait for
+    its embeddings (made ahead, while the batch before was written) counts: the rate and the ETA are of those."""
+    mark: float = 0.0
+    """When the last batch ended (or the first began)."""
     skipping: bool = False
     """The last batch held turns the store had: a resumed import is still passing over what it wrote before (so
     its next batches are not embedded ahead: they may be stored too)."""
 
-    def add(self, results: Sequence[Processed], seconds: float) -> None:
+    def add(self, results: Sequence[Processed]) -> None:
         self.written += len(results)
         self.saved += sum(r.saved for r in results)
         split = [r.chunks for r in results if r.chunks]
         self.long_turns, self.chunks = self.long_turns + len(split), self.chunks + sum(split)
-        self.writing += seconds
+
+    def begin(self, now: float) -> None:
+        self.mark = now
+
+    def batch_ended(self, now: float, *, wrote: bool) -> None:
+        """A batch ended at `now`: its time since the last one ended counts if it wrote turns (a resumed import's
+        batches of stored turns pass quickly, and would make the rate a lie)."""
+        if wrote:
+            self.writing += now - self.mark
+        self.mark = now
 
     @property
     def rate(self) -> float:
@@ -99,14 +111,17 @@ async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
             turns = input_turns(args)
             batches = iter(lambda: list(islice(turns, args.batch)), [])
             ahead = prepared_ahead(store, batches, wanted=lambda: not tally.skipping)
+            tally.begin(time.perf_counter())
             async with contextlib.aclosing(ahead) as ready:
                 async for batch in ready:
+                    written = tally.written
                     try:
                         await _ingest_batch(store, batch, tally, resume=resume)
                     except AgentMemoryError as exc:
                         done = tally.written + tally.skipped
                         exc.args = (_stopped_at(exc, args, done, len(batch), resume=resume),)
                         raise
+                    tally.batch_ended(time.perf_counter(), wrote=tally.written > written)
                     progress.update(len(batch), tally)
     sys.stdout.write(summary(tally, config, time.perf_counter() - started) + "\n")
     return 0
@@ -167,7 +182,6 @@ async def _write_new(store: Store, batch: list[TurnInput], tally: Tally, *, resu
         batch = fresh
     if not batch:
         return
-    started = time.perf_counter()
     try:
         results = await store.process_turns(batch, bulk=True)
     except InvalidInput as exc:
@@ -175,12 +189,11 @@ async def _write_new(store: Store, batch: list[TurnInput], tally: Tally, *, resu
             raise
         await _one_at_a_time(store, batch, tally)
         return
-    tally.add(results, time.perf_counter() - started)
+    tally.add(results)
 
 
 async def _one_at_a_time(store: Store, batch: Sequence[TurnInput], tally: Tally) -> None:
     for turn in batch:
-        started = time.perf_counter()
         try:
             results = await store.process_turns([turn], bulk=True)
         except InvalidInput as exc:
@@ -188,7 +201,7 @@ async def _one_at_a_time(store: Store, batch: Sequence[TurnInput], tally: Tally)
                 raise
             tally.skipped += 1
             continue
-        tally.add(results, time.perf_counter() - started)
+        tally.add(results)
 
 
 def summary(tally: Tally, config: Config, seconds: float) -> str:
@@ -206,7 +219,7 @@ def summary(tally: Tally, config: Config, seconds: float) -> str:
         noun = "long turn" if tally.long_turns == 1 else "long turns"
         notes.append(f"{tally.long_turns} {noun} split into {tally.chunks} chunks")
     line += f" ({'; '.join(notes)})" if notes else ""
-    return line + f" in {seconds:.1f} s ({tally.rate:.1f} turns/s)"
+    return line + f" in {seconds:.1f} s ({tally.rate:.1f} turns/s while writing)"
 
 
 class Progress:

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Sequence
@@ -93,7 +94,7 @@ class OnnxMiniLmEmbedder:
             self.name = f"{self.base_name}-int8"  # stored beside each vector: a store says which model made it
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="embedder")
         self._query_thread = ThreadPoolExecutor(1, thread_name_prefix="embedder-query")
-        self._import_thread = ThreadPoolExecutor(1, thread_name_prefix="embedder-import-batch")
+        self._import_thread = ThreadPoolExecutor(1, thread_name_prefix="embedder-import-batch", initializer=give_way)
         self._loading = threading.Lock()  # the first call on any of the three threads loads the model
         self._session: Any = None
         self._query_session: Any = None  # the int8 model, or the float32 one (the same session) when it is asked for
@@ -204,7 +205,9 @@ class OnnxMiniLmEmbedder:
         if self._int8 is None:
             return self._embed_with(texts, self._import_tokenizer, self._session, self._pass_size, self._passes)
         if self._import_passes is None and self.threads > 1:
-            self._import_passes = ThreadPoolExecutor(self.threads, thread_name_prefix="embedder-import")
+            self._import_passes = ThreadPoolExecutor(
+                self.threads, thread_name_prefix="embedder-import", initializer=give_way
+            )
         return self._embed_with(texts, self._import_tokenizer, self._int8, 1, self._import_passes)
 
     def _embed_with(
@@ -267,6 +270,26 @@ class _Int8Documents:
 
     async def aclose(self) -> None:
         """The model it passes through is closed by its owner."""
+
+
+IMPORT_NICENESS = 10
+"""How much lower an import's model threads run than the rest of the process (Linux niceness, per thread)."""
+
+
+def give_way() -> None:
+    """Lower the calling thread's CPU priority by IMPORT_NICENESS, on Linux, where niceness is a thread's own: an
+    import's passes then give the cores to the questions and live turns that want them, and use them fully when
+    nothing else does. Elsewhere a thread cannot be niced alone, and nothing changes."""
+    if sys.platform != "linux":
+        return
+    thread = threading.get_native_id()
+    # From the main thread's niceness (its id is the process's): a thread started by a niced one is not niced twice.
+    try:
+        wanted = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + IMPORT_NICENESS)
+        if os.getpriority(os.PRIO_PROCESS, thread) < wanted:
+            os.setpriority(os.PRIO_PROCESS, thread, wanted)
+    except OSError as exc:  # a sandbox that forbids it: the import runs at the process's priority
+        log.debug("an import's thread keeps its priority: %s", exc)
 
 
 def _pooled(session: Any, encodings: list[Any]) -> np.ndarray:

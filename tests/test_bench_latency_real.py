@@ -159,11 +159,12 @@ def test_the_during_import_benchmark_questions_a_copy_while_it_imports(
         "| a question's embedding (`embed_query`)",
         "| a live turn's embedding (`embed`)",
         "| `retrieve(k=10)`, LoCoMo dev questions",
+        "| a live turn (`process_turn`), a session of its own",
     ]
     assert "4 LongMemEval dev turns in batches of 64" in report and "store of 24 turns" in report
     text = docs.read_text()
     assert "old" not in text and text.endswith(f"{DURING_END}\n\nafter\n") and rows[0] in text
     with sqlite3.connect(keep / "real-24" / "memory.db") as db:
         namespaces = {row[0] for row in db.execute("SELECT DISTINCT namespace FROM memories")}
-    assert namespaces == {NAMESPACE}  # the import went into the copy
+    assert namespaces == {NAMESPACE}  # the imports and the live turns went into the copy
     assert [p.name for p in keep.iterdir() if p.name.startswith("during-import-")] == []  # the copy is gone

@@ -10,6 +10,8 @@
    while LongMemEval turns are imported into another namespace of the same store the way `agent-memory ingest`
    imports them (`prepared_ahead`, then `process_turns(..., bulk=True)`, in batches of 64), the projector running
    as it runs in the daemon.
+3. **A live turn.** `process_turn` of an agent's turn in a session of its own, the same way: idle, then every
+   50 ms while the next `--turns` LongMemEval turns are imported.
 
 Reported as p50 / p95 / max ms and the import's own turns a second. The benchmark data is read where the user keeps
 it; nothing is copied into the repository.
@@ -56,6 +58,7 @@ class Timed:
 class Figures:
     model: list[Timed]
     retrieve: Timed
+    live: Timed
     imported: int
     import_seconds: float
     size: int
@@ -106,20 +109,14 @@ async def model_alone(manager: MemoryManager, texts: Sequence[str], question: st
     return timed
 
 
-async def whole_retrieval(
-    manager: MemoryManager, turns: Sequence[TurnInput], questions: Sequence[str], now: datetime
-) -> tuple[Timed, float]:
-    """retrieve(k=10) idle, then while `turns` are imported as `agent-memory ingest` imports them."""
-    for question in questions[:10]:
-        await manager.retrieve(question, k=10, now=now)
-    asked = cycle(questions[10:] or questions)  # the first ten warmed the store
-
-    async def ask() -> None:
-        await manager.retrieve(next(asked), k=10, now=now)
-
+async def while_importing(
+    manager: MemoryManager, turns: Sequence[TurnInput], call: Callable[[], Awaitable[object]]
+) -> tuple[list[float], list[float], float]:
+    """`call` timed idle (60 times, PACE apart), then every PACE seconds while `turns` are imported as `agent-memory
+    ingest` imports them; with the import's seconds."""
     idle = []
     for _ in range(60):
-        idle.append(await _timed(ask))
+        idle.append(await _timed(call))
         await asyncio.sleep(PACE)
 
     async def importing() -> None:
@@ -129,14 +126,43 @@ async def whole_retrieval(
             await store.process_turns(batch, bulk=True)
 
     started = time.perf_counter()
-    busy = await _while(asyncio.ensure_future(importing()), ask)
-    return Timed("`retrieve(k=10)`, LoCoMo dev questions", idle, busy), time.perf_counter() - started
+    busy = await _while(asyncio.ensure_future(importing()), call)
+    return idle, busy, time.perf_counter() - started
+
+
+async def whole_retrieval(
+    manager: MemoryManager, turns: Sequence[TurnInput], questions: Sequence[str], now: datetime
+) -> tuple[Timed, float]:
+    """retrieve(k=10) idle, then while `turns` are imported."""
+    for question in questions[:10]:
+        await manager.retrieve(question, k=10, now=now)
+    asked = cycle(questions[10:] or questions)  # the first ten warmed the store
+
+    async def ask() -> None:
+        await manager.retrieve(next(asked), k=10, now=now)
+
+    idle, busy, seconds = await while_importing(manager, turns, ask)
+    return Timed("`retrieve(k=10)`, LoCoMo dev questions", idle, busy), seconds
+
+
+async def live_turns(manager: MemoryManager, turns: Sequence[TurnInput]) -> Timed:
+    """An agent's `process_turn` in a session of its own, idle, then while `turns` are imported."""
+    told = iter(range(1_000_000))
+
+    async def tell() -> None:
+        number = next(told)
+        await manager.process_turn("live-agent", number, f"{LIVE_TURN} (turn {number})")
+
+    for _ in range(5):
+        await tell()  # warm
+    idle, busy, _ = await while_importing(manager, turns, tell)
+    return Timed("a live turn (`process_turn`), a session of its own", idle, busy)
 
 
 async def run(args: argparse.Namespace) -> Figures:
     config, build = await prepare(args.keep / f"real-{args.size}", args.size, "real", args)
     questions, now = build["questions"], datetime.fromisoformat(build["now"])
-    source = islice(longmemeval_turns(args.data_longmemeval), args.skip, args.skip + args.turns)
+    source = islice(longmemeval_turns(args.data_longmemeval), args.skip, args.skip + 2 * args.turns)
     # one namespace for the import; a session shared by two questions' haystacks stays two sessions
     turns = [replace(t, namespace=IMPORTED, session_id=f"{t.namespace}/{t.session_id}") for t in source]
     with tempfile.TemporaryDirectory(prefix="during-import-", dir=args.keep) as scratch:
@@ -147,21 +173,24 @@ async def run(args: argparse.Namespace) -> Figures:
             if manager.records.keyword_index is not None:
                 await manager.records.keyword_index.wait()
             model = await model_alone(manager, [str(t.content) for t in turns[: 10 * BATCH]], questions[0])
-            retrieve, seconds = await whole_retrieval(manager, turns, questions, now)
-    return Figures(model, retrieve, len(turns), seconds, args.size, int(build["memories"]))
+            retrieve, seconds = await whole_retrieval(manager, turns[: args.turns], questions, now)
+            live = await live_turns(manager, turns[args.turns :])
+    return Figures(model, retrieve, live, args.turns, seconds, args.size, int(build["memories"]))
 
 
 def render(figures: Figures) -> str:
     rows = [
-        f"| {t.what} | {_cell(t.idle)} | {_cell(t.busy)} | {len(t.busy)} |" for t in [*figures.model, figures.retrieve]
+        f"| {t.what} | {_cell(t.idle)} | {_cell(t.busy)} | {len(t.busy)} |"
+        for t in [*figures.model, figures.retrieve, figures.live]
     ]
     return "\n".join(
         [
             BEGIN,
             f"Measured {datetime.now():%Y-%m-%d} on the real-text store of {figures.size:,} turns "
             f"({figures.memories:,} memories); the "
-            f"import: {figures.imported:,} LongMemEval dev turns in batches of {BATCH}, "
-            f"{figures.imported / figures.import_seconds:.0f} turns/s while questioned.",
+            f"import: {figures.imported:,} LongMemEval dev turns in batches of {BATCH} for each of the last two rows "
+            f"(the next {figures.imported:,} for the live turns), {figures.imported / figures.import_seconds:.0f} "
+            "turns/s while questioned.",
             "",
             "| ms, p50 / p95 / max | idle | while an import runs | calls during it |",
             "|---|---|---|---|",
@@ -176,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, required=True, help="latency_real.py's stores (built there if missing)")
     real_store_arguments(parser)
     parser.add_argument("--size", type=int, default=10_000, help="turns in latency_real.py's store")
-    parser.add_argument("--turns", type=int, default=1280, help="LongMemEval turns the import writes")
+    parser.add_argument("--turns", type=int, default=1280, help="LongMemEval turns each import writes")
     parser.add_argument("--skip", type=int, default=20_000, help="start past the turns the 10k store holds")
     parser.add_argument("--out", type=Path, help="write the table between the bench-during-import markers there")
     args = parser.parse_args(argv)

@@ -5,12 +5,12 @@ file, so it must not share a heap with the text the daemon reads and frees). The
 server started clean with only the engine imported (`_Host`), and it is only ever sent what the graph holds: ids,
 entity names, sessions and links.
 
-This side is the async face. Every call goes over the worker's pipe from one owner thread, so calls keep their
+This side is the async face. Every call goes over the worker's socket from one owner thread, so calls keep their
 order and the event loop never waits on Kuzu. A worker found dead (a crash inside Kuzu) is replaced, the new one
 opens the database again (Kuzu replays its WAL) and the call is made once more; a call that kills two workers
 fails with StorageError. An erase replaces the worker before it rebuilds the graph
 (`rebuild_fresh`). The worker ends when the owner closes the graph, and on its own when the owner is gone (its
-pipe reads end of file), which closes the database for the next owner.
+socket reads end of file), which closes the database for the next owner.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 ENGINE_MODULE = "agent_memory.storage.graph_engine"
 LOCK_WAIT = 10.0
 """Seconds an open waits for Kuzu's lock: the worker of an owner that was just killed still closes the database
-(it sees end of file on its pipe), and a new owner started at once must not fail on that."""
+(it sees end of file on its socket), and a new owner started at once must not fail on that."""
 CLOSE_WAIT = 120.0
 """Seconds a close waits for the worker to close the database (closing checkpoints the WAL); then it is killed."""
 
@@ -249,9 +249,9 @@ class KuzuGraph:
             except _Gone as gone:
                 self._worker.stop()
                 self._worker = None
-                log.warning("the graph's worker died during %s (%s); starting another on %s", name, gone, self._path)
                 if attempt == 2:
-                    raise
+                    raise _Gone(f"{gone}, in a second worker too") from gone
+                log.warning("the graph's worker died during %s (%s); starting another on %s", name, gone, self._path)
         raise AssertionError("unreachable")
 
     def _fresh(self, memories: Sequence[GraphMemory]) -> None:
@@ -277,7 +277,7 @@ class KuzuGraph:
                 raise StoreLocked(str(self._path), None) from RuntimeError(str(failure))
             raise StorageError(f"Graph {op} failed for {self._path}: {failure}") from RuntimeError(str(failure))
         except _Gone as gone:
-            raise StorageError(f"Graph {op} failed for {self._path}: {gone}, twice") from gone
+            raise StorageError(f"Graph {op} failed for {self._path}: {gone}") from gone
 
     async def _call(self, op: str, name: str, /, *args: Any) -> Any:
         if self._closed:

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder, SentenceTransformerEmbedder
-from agent_memory.errors import ConfigError, StorageError, StoreLocked
+from agent_memory.errors import ConfigError, EngineUnavailable, StorageError, StoreLocked
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.records import SqliteRecords
 
@@ -123,11 +123,12 @@ async def open_projection(path: Path, opener: Callable[[], Awaitable[T]]) -> tup
     """Open a projection; when it cannot open (a crash left it unreadable), set it aside and start it afresh.
 
     The graph and the vectors are projections of SQLite, so nothing is lost: the caller rebuilds the fresh one.
-    Returns the store and whether it must be rebuilt. A lock held by another process is never set aside.
+    Returns the store and whether it must be rebuilt. A lock held by another process, or an engine whose own process
+    cannot start (EngineUnavailable), is never set aside.
     """
     try:
         return await opener(), False
-    except StoreLocked:
+    except (StoreLocked, EngineUnavailable):
         raise
     except StorageError as exc:
         aside = path.with_name(path.name + ".broken")

@@ -12,6 +12,7 @@ AgentMemoryError
     RecordErased              a log record read by position is an erase's tombstone
     CorruptRecord             a log record or row failed its checksum
     StoreLocked               another owner holds the data directory
+    EngineUnavailable         an engine's own process could not start (the graph's fork server); its files are sound
     DataDirError              the data directory is not a directory, cannot be created, or cannot be written
   ModelError                  the embedder or extractor failed, or returned malformed output
     ImageMemoryUnavailable    no open-clip weights on disk (and no opt-in to download them)
@@ -135,6 +136,11 @@ class RecordErased(StorageError):
 
 class CorruptRecord(StorageError):
     """A stored record failed its checksum or could not be parsed."""
+
+
+class EngineUnavailable(StorageError):
+    """An engine's own process could not start (the graph's fork server, storage/graph.py): nothing says its files
+    are at fault, so they are not set aside. The process's own error is on stderr."""
 
 
 class StoreLocked(StorageError):

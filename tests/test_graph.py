@@ -365,6 +365,49 @@ async def test_a_killed_owner_leaves_no_worker_and_the_next_owner_opens_the_grap
         await graph.aclose()
 
 
+async def test_the_fork_server_runs_the_owner_s_package_whatever_the_working_directory(tmp_path: Path) -> None:
+    """An owner run from a folder that holds another `agent_memory` (a second checkout): its graph's fork server
+    imports the owner's package, not the one in the folder (as `python -m` would)."""
+    decoy = tmp_path / "agent_memory"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the agent_memory of the working directory')\n")
+    ROOT = Path(__file__).resolve().parents[1]
+    owner = (
+        f"import asyncio, sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from agent_memory.storage.graph import KuzuGraph\n"
+        "async def main():\n"
+        "    g = await KuzuGraph.open(__import__('pathlib').Path('store'))\n"
+        "    print(sorted(await g.memory_ids()), flush=True)\n"
+        "    await g.aclose()\n"
+        "asyncio.run(main())\n"
+    )
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", owner, stdout=PIPE, stderr=PIPE, cwd=tmp_path)
+    out, err = await child.communicate()
+    assert child.returncode == 0 and out == b"[]\n", err.decode()[-2000:]
+
+
+async def test_a_fork_server_that_cannot_start_is_engine_unavailable(tmp_path: Path) -> None:
+    """Its own error (here: no Kuzu) is on stderr; the open says the server exited, with its exit code, as
+    EngineUnavailable: a manager does not set the graph aside for it (engines.open_projection)."""
+    blocker = tmp_path / "site"
+    blocker.mkdir()
+    (blocker / "kuzu.py").write_text("raise ImportError('no kuzu here')\n")
+    ROOT = Path(__file__).resolve().parents[1]
+    owner = (
+        f"import asyncio, sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from agent_memory.storage.graph import KuzuGraph\n"
+        "asyncio.run(KuzuGraph.open(__import__('pathlib').Path('store')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(blocker)}  # the server finds this kuzu first
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", owner, stdout=PIPE, stderr=PIPE, cwd=tmp_path, env=env
+    )
+    _, err = await child.communicate()
+    text = err.decode()
+    assert child.returncode == 1 and "no kuzu here" in text, text[-2000:]
+    assert "EngineUnavailable: Graph open failed" in text and "fork server exited (exit code 1" in text, text[-2000:]
+
+
 async def test_a_killed_worker_is_replaced_and_the_call_made_again(graph: KuzuGraph) -> None:
     await graph.upsert_memories(chat(50))
     before = await graph.counts()

@@ -31,12 +31,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from agent_memory.errors import ClosedError, StorageError, StoreLocked
+from agent_memory.errors import ClosedError, EngineUnavailable, StorageError, StoreLocked
 from agent_memory.models import GraphMemory, GraphStep, MemoryId
 
 log = logging.getLogger(__name__)
 
-ENGINE_MODULE = "agent_memory.storage.graph_engine"
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+HOST = f"import sys; sys.path.insert(0, {PACKAGE_ROOT!r}); from agent_memory.storage.graph_engine import main; main()"
+"""The fork server's program: this very package first on its path (not another one in its working directory), and
+nothing imported but the engine."""
 LOCK_WAIT = 10.0
 """Seconds an open waits for Kuzu's lock: the worker of an owner that was just killed still closes the database
 (it sees end of file on its socket), and a new owner started at once must not fail on that."""
@@ -71,6 +74,10 @@ class _Gone(Exception):
     """The worker process is not there to answer (it exited, or was killed)."""
 
 
+class _NoHost(Exception):
+    """The fork server could not start a worker: it exited (it could not start, or was killed)."""
+
+
 def _alive(pid: int) -> bool:
     """Whether process `pid` still runs (a zombie does not: an init that does not reap would keep one forever)."""
     try:
@@ -95,7 +102,7 @@ def _wait_gone(pid: int, seconds: float) -> bool:
 
 
 class _Host:
-    """The fork server of this process's graph workers (graph_engine.host): started once, with `python -m`, so it
+    """The fork server of this process's graph workers (graph_engine.host): a new interpreter started once, so it
     never holds the owner's memory, and forks each worker in a few milliseconds. multiprocessing's forkserver
     would do the same but runs the owner's main script again in every worker: a script without a __main__ guard
     would start over."""
@@ -107,7 +114,7 @@ class _Host:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", ENGINE_MODULE, str(theirs.fileno())],
+                [sys.executable, "-c", HOST, str(theirs.fileno())],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
             )
@@ -138,13 +145,18 @@ class _Host:
                 try:
                     socket.send_fds(host._control, [str(path).encode("utf-8")], [theirs.fileno()])
                     reply = host._control.recv(8)
-                except OSError as exc:
-                    raise _Gone(f"the graph's fork server failed: {exc}") from exc
+                except OSError:
+                    reply = b""
             if len(reply) != 8:
                 ours.close()
                 cls._current = None
-                raise _Gone(f"the graph's fork server exited (exit code {host._process.poll()})")
+                raise _NoHost(f"the graph's fork server exited (exit code {host._exit_code()}; its error is on stderr)")
             return int.from_bytes(reply, "little"), Connection(ours.detach())
+
+    def _exit_code(self) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self._process.wait(timeout=1.0)
+        return None
 
 
 class _Worker:
@@ -278,6 +290,8 @@ class KuzuGraph:
             raise StorageError(f"Graph {op} failed for {self._path}: {failure}") from RuntimeError(str(failure))
         except _Gone as gone:
             raise StorageError(f"Graph {op} failed for {self._path}: {gone}") from gone
+        except _NoHost as failed:
+            raise EngineUnavailable(f"Graph {op} failed for {self._path}: {failed}") from failed
 
     async def _call(self, op: str, name: str, /, *args: Any) -> Any:
         if self._closed:

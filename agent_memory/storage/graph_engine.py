@@ -359,7 +359,7 @@ def serve(conn: Connection, path: str) -> None:
 
 
 def host(control: socket.socket) -> None:
-    """The fork server (storage/graph.py starts one per owner process, as `python -m` of this module): a process
+    """The fork server (storage/graph.py starts one per owner process, running `main`): a process
     that holds nothing but this module and Kuzu. Each request on `control` (a SOCK_SEQPACKET socket) is a database
     path with one socket attached; it forks a worker that serves that socket and answers the worker's pid. It ends
     when the owner is gone (end of file). Workers are reaped by the kernel (SIGCHLD ignored)."""
@@ -386,5 +386,10 @@ def host(control: socket.socket) -> None:
         control.send(pid.to_bytes(8, "little"))
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """The fork server's entry: its control socket's file descriptor is the first argument."""
     host(socket.socket(fileno=int(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

@@ -176,12 +176,13 @@ class _Worker:
         return value
 
     def stop(self) -> None:
-        """Ask the worker to close the database and end, and wait until it has; kill it if it does not within
-        CLOSE_WAIT."""
+        """Ask the worker to close the database and end. Its answer says the database is closed (its lock free):
+        the process's own exit is not waited for. A worker that does not answer within CLOSE_WAIT is killed."""
         try:
             self._conn.send(None)
             if self._conn.poll(CLOSE_WAIT):
                 self._conn.recv()
+                return
         except (EOFError, OSError):
             pass  # already gone
         finally:

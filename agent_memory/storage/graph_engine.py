@@ -358,6 +358,17 @@ def serve(conn: Connection, path: str) -> None:
             engine.close()
 
 
+def _warm() -> None:
+    """Open and close a throwaway database with the schema once, so each worker is forked with what Kuzu sets up
+    on its first database in a process (35-40 ms of every worker's open without it)."""
+    with tempfile.TemporaryDirectory(prefix="agent-memory-graph-warm-") as scratch:
+        engine = KuzuEngine(Path(scratch) / "warm.kuzu")
+        try:
+            engine.open()
+        finally:
+            engine.close()
+
+
 def host(control: socket.socket) -> None:
     """The fork server (storage/graph.py starts one per owner process, running `main`): a process
     that holds nothing but this module and Kuzu. Each request on `control` (a SOCK_SEQPACKET socket) is a database
@@ -365,6 +376,7 @@ def host(control: socket.socket) -> None:
     when the owner is gone (end of file). Workers are reaped by the kernel (SIGCHLD ignored)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the owner's to handle: it closes its graphs
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    _warm()
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(control, 4096, 1)

@@ -111,7 +111,7 @@ class _Host:
     _current: _Host | None = None
 
     def __init__(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours, theirs = socket.socketpair()  # a stream: macOS has no SOCK_SEQPACKET for AF_UNIX
         with theirs:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", HOST, str(theirs.fileno())],
@@ -143,8 +143,7 @@ class _Host:
             ours, theirs = socket.socketpair()
             with theirs:
                 try:
-                    socket.send_fds(host._control, [str(path).encode("utf-8")], [theirs.fileno()])
-                    reply = host._control.recv(8)
+                    reply = host._ask(str(path), theirs.fileno())
                 except OSError:
                     reply = b""
             if len(reply) != 8:
@@ -152,6 +151,18 @@ class _Host:
                 cls._current = None
                 raise _NoHost(f"the graph's fork server exited (exit code {host._exit_code()}; its error is on stderr)")
             return int.from_bytes(reply, "little"), Connection(ours.detach())
+
+    def _ask(self, path: str, fd: int) -> bytes:
+        """Send a request (graph_engine.host: the path, its length first, with `fd`); its 8-byte answer, or fewer
+        bytes when the server is gone."""
+        raw = os.fsencode(path)  # a path's own bytes, whatever its encoding
+        message = len(raw).to_bytes(4, "little") + raw
+        sent = socket.send_fds(self._control, [message], [fd])
+        self._control.sendall(message[sent:])
+        reply = b""
+        while len(reply) < 8 and (more := self._control.recv(8 - len(reply))):
+            reply += more
+        return reply
 
     def _exit_code(self) -> int | None:
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -370,32 +370,45 @@ def _warm() -> None:
 
 
 def host(control: socket.socket) -> None:
-    """The fork server (storage/graph.py starts one per owner process, running `main`): a process
-    that holds nothing but this module and Kuzu. Each request on `control` (a SOCK_SEQPACKET socket) is a database
-    path with one socket attached; it forks a worker that serves that socket and answers the worker's pid. It ends
-    when the owner is gone (end of file). Workers are reaped by the kernel (SIGCHLD ignored)."""
+    """The fork server (storage/graph.py starts one per owner process, running `main`): a process that holds
+    nothing but this module and Kuzu. Each request on `control` (a stream socket: macOS has no SOCK_SEQPACKET for
+    AF_UNIX) is a database path, its length first, with one socket attached; it forks a worker that serves that
+    socket and answers the worker's pid in 8 bytes. It ends when the owner is gone (end of file). Workers are
+    reaped by the kernel (SIGCHLD ignored)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the owner's to handle: it closes its graphs
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     _warm()
-    while True:
-        try:
-            message, fds, _, _ = socket.recv_fds(control, 4096, 1)
-        except OSError:
-            return
-        if not message or len(fds) != 1:
-            return
+    while (request := _request(control)) is not None:
+        path, fd = request
         pid = os.fork()
         if pid == 0:  # the worker
             code = 1
             try:
                 control.close()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                serve(Connection(fds[0]), message.decode("utf-8"))
+                serve(Connection(fd), path)
                 code = 0
             finally:
                 os._exit(code)
-        os.close(fds[0])
-        control.send(pid.to_bytes(8, "little"))
+        os.close(fd)
+        control.sendall(pid.to_bytes(8, "little"))
+
+
+def _request(control: socket.socket) -> tuple[str, int] | None:
+    """The next request (a path and the socket that came with it); None at end of file or on a malformed one."""
+    try:
+        data, fds, _, _ = socket.recv_fds(control, 4096, 1)
+        if len(fds) != 1 or len(data) < 4:
+            return None
+        size = int.from_bytes(data[:4], "little")
+        while len(data) < 4 + size:
+            more = control.recv(4 + size - len(data))
+            if not more:
+                return None
+            data += more
+    except OSError:
+        return None
+    return os.fsdecode(data[4:]), fds[0]
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from agent_memory.errors import ClosedError, StorageError, StoreLocked
 from agent_memory.models import GraphMemory, MemoryId, MemoryType
-from agent_memory.storage.graph import KuzuGraph
+from agent_memory.storage.graph import KuzuGraph, _Host
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 EMPTY = {
@@ -410,6 +410,18 @@ async def test_a_fork_server_that_cannot_start_is_engine_unavailable(tmp_path: P
     text = err.decode()
     assert child.returncode == 1 and "no kuzu here" in text, text[-2000:]
     assert "EngineUnavailable: Graph open failed" in text and "fork server exited (exit code 1" in text, text[-2000:]
+
+
+async def test_a_killed_fork_server_is_started_again_for_the_next_worker(graph: KuzuGraph) -> None:
+    await graph.upsert_memories([mem("a", entities=("Alice",))])
+    host = _Host._current
+    assert host is not None
+    first = host._process.pid
+    os.kill(first, signal.SIGKILL)
+    host._process.wait(5)
+    await graph.rebuild_fresh([mem("b", entities=("Bob",))])  # needs a new worker, so a new server
+    assert _Host._current is not None and _Host._current._process.pid != first
+    assert await graph.memory_ids() == {"b"} and await graph.entities(MemoryId("b")) == ["Bob"]
 
 
 async def test_a_killed_worker_is_replaced_and_the_call_made_again(graph: KuzuGraph) -> None:

@@ -127,6 +127,8 @@ class _Host:
         to be ready; the first fork does. Called under `_lock`."""
         host = cls._current
         if host is None or host._owner != os.getpid() or host._process.poll() is not None:
+            if host is not None:
+                host._control.close()  # a forked owner's copy, or a server that exited
             host = cls._current = _Host()
         return host
 
@@ -148,6 +150,7 @@ class _Host:
                     reply = b""
             if len(reply) != 8:
                 ours.close()
+                host._control.close()
                 cls._current = None
                 raise _NoHost(f"the graph's fork server exited (exit code {host._exit_code()}; its error is on stderr)")
             return int.from_bytes(reply, "little"), Connection(ours.detach())

@@ -101,14 +101,18 @@ async def test_the_cache_embeds_each_distinct_text_once(tmp_path: Path, embedder
     assert np.array_equal(question, await embedder.embed_query("where is the hotel?"))
 
 
+def arguments(data: tuple[Path, Path], options: str) -> list[str]:
+    """A benchmark's command line: `options`, then the small LoCoMo and LongMemEval files of `data`."""
+    locomo, longmemeval = data
+    return [*options.split(), "--data-locomo", str(locomo), "--data-longmemeval", str(longmemeval)]
+
+
 def test_a_small_real_run_builds_once_and_reports_every_layer(
     data: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    locomo, longmemeval = data
     keep, docs = tmp_path / "keep", tmp_path / "benchmarks.md"
     docs.write_text(f"# Benchmarks\n\n## Retrieval latency\n\n{BEGIN}\nold\n{END}\n\nafter\n")
-    argv = [*f"--sizes 24 --queries 3 --keep {keep} --out {docs}".split()]
-    argv += ["--data-locomo", str(locomo), "--data-longmemeval", str(longmemeval)]
+    argv = arguments(data, f"--sizes 24 --queries 3 --keep {keep} --out {docs}")
     assert main(argv) == 0
     build = json.loads((keep / "real-24" / MARKER).read_text())
     assert build["turns"] == 24 and 0 < build["memories"] <= 24 and build["embedded"] <= 8 + 8  # turns + contexts
@@ -147,12 +151,9 @@ def test_the_during_import_benchmark_questions_a_copy_while_it_imports(
 ) -> None:
     """scripts/bench_during_import.py, small: the store is built once, copied, questioned idle and while the
     LongMemEval turns are imported into the copy; the kept store gets none of the imported turns."""
-    locomo, longmemeval = data
     keep, docs = tmp_path / "keep", tmp_path / "benchmarks.md"
     docs.write_text(f"# Benchmarks\n\n{DURING_BEGIN}\nold\n{DURING_END}\n\nafter\n")
-    argv = [*f"--size 24 --turns 4 --skip 0 --queries 3 --keep {keep} --out {docs}".split()]
-    argv += ["--data-locomo", str(locomo), "--data-longmemeval", str(longmemeval)]
-    assert during_import(argv) == 0
+    assert during_import(arguments(data, f"--size 24 --turns 4 --skip 0 --queries 3 --keep {keep} --out {docs}")) == 0
     report = capsys.readouterr().out
     rows = [line for line in report.splitlines() if line.startswith("| ") and "ms, p50" not in line]
     assert [row.split(" | ")[0] for row in rows] == [

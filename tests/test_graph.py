@@ -19,6 +19,7 @@ from agent_memory.errors import ClosedError, StorageError, StoreLocked
 from agent_memory.models import GraphMemory, MemoryId, MemoryType
 from agent_memory.storage.graph import KuzuGraph, _Host
 
+ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 EMPTY = {
     "Memory": 0,
@@ -343,7 +344,7 @@ async def gone(pid: int, seconds: float = 5.0) -> bool:
 async def test_a_killed_owner_leaves_no_worker_and_the_next_owner_opens_the_graph(tmp_path: Path) -> None:
     """kill -9 of the owner: its worker reads end of file, closes the database and ends, as does the fork server,
     and the next owner opens the graph with what the first one wrote."""
-    owner = (
+    script = (
         "import asyncio, os, sys\n"
         "from agent_memory.storage.graph import KuzuGraph, _Host\n"
         "from tests.test_graph import mem\n"
@@ -354,8 +355,7 @@ async def test_a_killed_owner_leaves_no_worker_and_the_next_owner_opens_the_grap
         "    await asyncio.sleep(60)\n"
         "asyncio.run(main())\n"
     )
-    ROOT = Path(__file__).resolve().parents[1]
-    child = await asyncio.create_subprocess_exec(sys.executable, "-c", owner, str(tmp_path), stdout=PIPE, cwd=ROOT)
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(tmp_path), stdout=PIPE, cwd=ROOT)
     assert child.stdout is not None
     worker, host = (int(x) for x in (await child.stdout.readline()).split())
     assert alive(worker) and alive(host)  # the check can fail: both run while the owner does
@@ -375,19 +375,15 @@ async def test_the_fork_server_runs_the_owner_s_package_whatever_the_working_dir
     decoy = tmp_path / "agent_memory"
     decoy.mkdir()
     (decoy / "__init__.py").write_text("raise ImportError('the agent_memory of the working directory')\n")
-    ROOT = Path(__file__).resolve().parents[1]
-    owner = (
-        f"import asyncio, sys; sys.path.insert(0, {str(ROOT)!r})\n"
-        "from agent_memory.storage.graph import KuzuGraph\n"
+    code, out, err = await owner(
         "async def main():\n"
-        "    g = await KuzuGraph.open(__import__('pathlib').Path('store'))\n"
+        "    g = await KuzuGraph.open(Path('store'))\n"
         "    print(sorted(await g.memory_ids()), flush=True)\n"
         "    await g.aclose()\n"
-        "asyncio.run(main())\n"
+        "asyncio.run(main())\n",
+        cwd=tmp_path,
     )
-    child = await asyncio.create_subprocess_exec(sys.executable, "-c", owner, stdout=PIPE, stderr=PIPE, cwd=tmp_path)
-    out, err = await child.communicate()
-    assert child.returncode == 0 and out == b"[]\n", err.decode()[-2000:]
+    assert code == 0 and out == "[]\n", err[-2000:]
 
 
 async def test_a_fork_server_that_cannot_start_is_engine_unavailable(tmp_path: Path) -> None:
@@ -396,20 +392,22 @@ async def test_a_fork_server_that_cannot_start_is_engine_unavailable(tmp_path: P
     blocker = tmp_path / "site"
     blocker.mkdir()
     (blocker / "kuzu.py").write_text("raise ImportError('no kuzu here')\n")
-    ROOT = Path(__file__).resolve().parents[1]
-    owner = (
-        f"import asyncio, sys; sys.path.insert(0, {str(ROOT)!r})\n"
-        "from agent_memory.storage.graph import KuzuGraph\n"
-        "asyncio.run(KuzuGraph.open(__import__('pathlib').Path('store')))\n"
-    )
     env = {**os.environ, "PYTHONPATH": str(blocker)}  # the server finds this kuzu first
+    code, _, err = await owner("asyncio.run(KuzuGraph.open(Path('store')))\n", cwd=tmp_path, env=env)
+    assert code == 1 and "no kuzu here" in err, err[-2000:]
+    assert "EngineUnavailable: Graph open failed" in err and "fork server exited (exit code 1" in err, err[-2000:]
+
+
+async def owner(program: str, *, cwd: Path, env: dict[str, str] | None = None) -> tuple[int | None, str, str]:
+    """`program` run as the graph's owner in a new interpreter (this checkout's package first on its path, KuzuGraph
+    and Path imported): its exit code, stdout and stderr."""
+    head = f"import asyncio, sys; sys.path.insert(0, {str(ROOT)!r})\n"
+    head += "from pathlib import Path\nfrom agent_memory.storage.graph import KuzuGraph\n"
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", owner, stdout=PIPE, stderr=PIPE, cwd=tmp_path, env=env
+        sys.executable, "-c", head + program, stdout=PIPE, stderr=PIPE, cwd=cwd, env=env
     )
-    _, err = await child.communicate()
-    text = err.decode()
-    assert child.returncode == 1 and "no kuzu here" in text, text[-2000:]
-    assert "EngineUnavailable: Graph open failed" in text and "fork server exited (exit code 1" in text, text[-2000:]
+    out, err = await child.communicate()
+    return child.returncode, out.decode(), err.decode()
 
 
 async def test_a_killed_fork_server_is_started_again_for_the_next_worker(graph: KuzuGraph) -> None:

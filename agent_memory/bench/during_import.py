@@ -212,7 +212,4 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args.keep.mkdir(parents=True, exist_ok=True, mode=0o700)
     section = render(asyncio.run(run(args)))
-    print(section)
-    if args.out is not None:
-        perf.write_docs(section, args.out, begin=BEGIN, end=END, heading="A question while an import runs")
-    return 0
+    return perf.publish(section, args.out, begin=BEGIN, end=END, heading="A question while an import runs")

@@ -319,7 +319,4 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True, mode=0o700)
     section = render(asyncio.run(run(args)))
-    print(section)
-    if args.out is not None:
-        perf.write_docs(section, args.out, begin=BEGIN, end=END, heading="Retrieval latency on real text")
-    return 0
+    return perf.publish(section, args.out, begin=BEGIN, end=END, heading="Retrieval latency on real text")

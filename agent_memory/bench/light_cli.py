@@ -192,7 +192,5 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     section = render(measure(args.size, args.runs, args.direct_runs))
-    print(section)
-    if not args.no_docs:
-        perf.write_docs(section, args.out, begin=BEGIN, end=END, heading="A one-shot CLI command through the daemon")
-    return 0
+    out = None if args.no_docs else args.out
+    return perf.publish(section, out, begin=BEGIN, end=END, heading="A one-shot CLI command through the daemon")

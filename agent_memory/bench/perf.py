@@ -219,6 +219,15 @@ def _ceiling_rows(ceiling: EmbeddingCeiling | None) -> list[str]:
     ]
 
 
+def publish(section: str, out: Path | None, *, begin: str, end: str, heading: str) -> int:
+    """A benchmark's last step: print its section, and write it between its markers in `out` when one is given
+    (write_docs); returns the exit code, 0."""
+    print(section)
+    if out is not None:
+        write_docs(section, out, begin=begin, end=end, heading=heading)
+    return 0
+
+
 def write_docs(section: str, path: Path, *, begin: str = BEGIN, end: str = END, heading: str = "Ingest") -> None:
     """Replace what lies between the markers (the section includes them), or append it under `heading`."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"

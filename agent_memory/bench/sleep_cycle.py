@@ -129,7 +129,4 @@ def main(argv: list[str] | None = None) -> int:
         return [await bench_cycle(size, keep=args.keep, seed=args.seed, pool=args.pool) for size in sizes]
 
     section = render(asyncio.run(run()))
-    print(section)
-    if not args.no_docs:
-        perf.write_docs(section, args.out, begin=BEGIN, end=END, heading="Sleep cycle")
-    return 0
+    return perf.publish(section, None if args.no_docs else args.out, begin=BEGIN, end=END, heading="Sleep cycle")

@@ -17,7 +17,6 @@ import hashlib
 import json
 import logging
 import os
-import sys
 import threading
 import warnings
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from agent_memory.embeddings.priority import give_way
 from agent_memory.embeddings.text import Embedder, default_model_path, model_name
 from agent_memory.errors import ModelError
 
@@ -270,26 +270,6 @@ class _Int8Documents:
 
     async def aclose(self) -> None:
         """The model it passes through is closed by its owner."""
-
-
-IMPORT_NICENESS = 10
-"""How much lower an import's model threads run than the rest of the process (Linux niceness, per thread)."""
-
-
-def give_way() -> None:
-    """Lower the calling thread's CPU priority by IMPORT_NICENESS, on Linux, where niceness is a thread's own: an
-    import's passes then give the cores to the questions and live turns that want them, and use them fully when
-    nothing else does. Elsewhere a thread cannot be niced alone, and nothing changes."""
-    if sys.platform != "linux":
-        return
-    thread = threading.get_native_id()
-    # From the main thread's niceness (its id is the process's): a thread started by a niced one is not niced twice.
-    try:
-        wanted = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + IMPORT_NICENESS)
-        if os.getpriority(os.PRIO_PROCESS, thread) < wanted:
-            os.setpriority(os.PRIO_PROCESS, thread, wanted)
-    except OSError as exc:  # a sandbox that forbids it: the import runs at the process's priority
-        log.debug("an import's thread keeps its priority: %s", exc)
 
 
 def _pooled(session: Any, encodings: list[Any]) -> np.ndarray:

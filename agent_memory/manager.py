@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
@@ -679,6 +680,7 @@ class MemoryManager(ReadPath):
         return {
             "data_dir": str(self.config.data_dir),
             "pid": os.getpid(),
+            "switch_interval_ms": round(sys.getswitchinterval() * 1000, 3),  # the daemon's: serve.switch_interval
             "records": await self.records.counts(),
             "graph": dict(self.projector.counts["graph"]),
             "vectors": {TEXT: 0, IMAGE: 0} | self.projector.counts["vectors"],

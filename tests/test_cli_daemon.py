@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from agent_memory.errors import (
 from agent_memory.interfaces.cli import main
 from agent_memory.interfaces.client import DaemonClient, find_daemon
 from agent_memory.interfaces.discovery import daemon_file, publish, serving_url
+from agent_memory.interfaces.serve import thread_switching
 from agent_memory.interfaces.token import load_or_create_token
 from agent_memory.storage.lock import OwnerLock
 
@@ -116,6 +117,7 @@ def test_commands_go_through_the_daemon(daemon: Daemon, capsys: pytest.CaptureFi
     code, out, _ = daemon.cli(capsys, "stats", "--json")
     stats = json.loads(out)
     assert code == 0 and stats["pid"] == daemon.proc.pid  # answered by the daemon, not opened here
+    assert stats["switch_interval_ms"] == 0.5  # serve.switch_interval, in force while it serves
     assert stats["records"]["turns"] == 54
     code, out, _ = daemon.cli(capsys, "search", QUERY, "-k", "2", "--json")
     hits = json.loads(out)
@@ -187,6 +189,23 @@ def test_a_daemon_file_naming_a_dead_process_is_ignored(tmp_path: Path, capsys: 
     code, out, err = run(capsys, "--data-dir", str(data_dir), "stats", "--json")
     assert code == 0, err
     assert json.loads(out)["pid"] == os.getpid()  # the store was opened here
+    assert json.loads(out)["switch_interval_ms"] == round(sys.getswitchinterval() * 1000, 3)  # this process's own
+
+
+def test_the_switch_interval_holds_while_the_daemon_serves_then_is_put_back() -> None:
+    python = sys.getswitchinterval()
+    try:
+        with thread_switching(timedelta(microseconds=500)):
+            assert sys.getswitchinterval() == pytest.approx(0.0005)
+        assert sys.getswitchinterval() == python
+        with thread_switching(timedelta(0)):  # zero leaves Python's
+            assert sys.getswitchinterval() == python
+        with thread_switching(timedelta(milliseconds=2)):
+            assert sys.getswitchinterval() == pytest.approx(0.002)
+            sys.setswitchinterval(0.003)  # the program's own, set while the daemon served, is not undone
+        assert sys.getswitchinterval() == pytest.approx(0.003)
+    finally:
+        sys.setswitchinterval(python)
 
 
 async def test_a_daemon_file_whose_process_holds_no_lock_is_ignored(tmp_path: Path) -> None:

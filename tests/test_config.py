@@ -64,6 +64,9 @@ def test_bad_values_name_the_key(tmp_path: Path) -> None:
         load_config(environ={"AGENT_MEMORY__JOURNAL__FSYNC": "sometimes"})
     with pytest.raises(ConfigError, match="retrieval.wat"):
         load_config(environ={"AGENT_MEMORY__RETRIEVAL__WAT": "1"})
+    for interval in ("-PT0.001S", "PT2S"):  # a negative switch interval, or one that would stall every thread
+        with pytest.raises(ConfigError, match="serve.switch_interval"):
+            load_config(environ={"AGENT_MEMORY__SERVE__SWITCH_INTERVAL": interval})
     broken = tmp_path / "bad.toml"
     broken.write_text("data_dir = [unclosed")
     with pytest.raises(ConfigError, match="bad.toml"):

@@ -13,8 +13,9 @@
 3. **A live turn.** `process_turn` of an agent's turn in a session of its own, the same way: idle, then every
    50 ms while the next `--turns` LongMemEval turns are imported.
 
-Reported as p50 / p95 / max ms and the import's own turns a second. The benchmark data is read where the user keeps
-it; nothing is copied into the repository.
+It runs under the daemon's thread switch interval (`serve.switch_interval`; `--switch-ms` sets another, 0 leaves
+Python's 5 ms). Reported as p50 / p95 / max ms and the import's own turns a second. The benchmark data is read where
+the user keeps it; nothing is copied into the repository.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ import asyncio
 import logging
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import cycle, islice
 from pathlib import Path
 
@@ -38,6 +40,7 @@ from agent_memory.bench.latency_real import prepare, real_store_arguments
 from agent_memory.bench.perf import percentile
 from agent_memory.interfaces.cli_ingest import prepared_ahead
 from agent_memory.interfaces.routing import LocalStore
+from agent_memory.interfaces.serve import thread_switching
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 
@@ -63,6 +66,7 @@ class Figures:
     import_seconds: float
     size: int
     memories: int
+    switch_ms: float
 
 
 def _cell(values: list[float]) -> str:
@@ -169,13 +173,16 @@ async def run(args: argparse.Namespace) -> Figures:
         copy = Path(scratch) / "store"
         shutil.copytree(config.data_dir, copy)
         copied = config.model_copy(update={"data_dir": copy})
-        async with MemoryManager.open(copied) as manager:
-            if manager.records.keyword_index is not None:
-                await manager.records.keyword_index.wait()
-            model = await model_alone(manager, [str(t.content) for t in turns[: 10 * BATCH]], questions[0])
-            retrieve, seconds = await whole_retrieval(manager, turns[: args.turns], questions, now)
-            live = await live_turns(manager, turns[args.turns :])
-    return Figures(model, retrieve, live, args.turns, seconds, args.size, int(build["memories"]))
+        switching = config.serve.switch_interval if args.switch_ms is None else timedelta(milliseconds=args.switch_ms)
+        with thread_switching(switching):  # as the daemon serves
+            switch_ms = sys.getswitchinterval() * 1000
+            async with MemoryManager.open(copied) as manager:
+                if manager.records.keyword_index is not None:
+                    await manager.records.keyword_index.wait()
+                model = await model_alone(manager, [str(t.content) for t in turns[: 10 * BATCH]], questions[0])
+                retrieve, seconds = await whole_retrieval(manager, turns[: args.turns], questions, now)
+                live = await live_turns(manager, turns[args.turns :])
+    return Figures(model, retrieve, live, args.turns, seconds, args.size, int(build["memories"]), switch_ms)
 
 
 def render(figures: Figures) -> str:
@@ -190,7 +197,8 @@ def render(figures: Figures) -> str:
             f"({figures.memories:,} memories); the "
             f"import: {figures.imported:,} LongMemEval dev turns in batches of {BATCH} for each of the last two rows "
             f"(the next {figures.imported:,} for the live turns), {figures.imported / figures.import_seconds:.0f} "
-            "turns/s while questioned.",
+            "turns/s while questioned; Python's thread switch interval "
+            f"{figures.switch_ms:g} ms (the daemon's is `serve.switch_interval`).",
             "",
             "| ms, p50 / p95 / max | idle | while an import runs | calls during it |",
             "|---|---|---|---|",
@@ -207,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=10_000, help="turns in latency_real.py's store")
     parser.add_argument("--turns", type=int, default=1280, help="LongMemEval turns each import writes")
     parser.add_argument("--skip", type=int, default=20_000, help="start past the turns the 10k store holds")
+    parser.add_argument(
+        "--switch-ms", type=float, help="Python's thread switch interval, ms (default: the daemon's; 0: Python's)"
+    )
     parser.add_argument("--out", type=Path, help="write the table between the bench-during-import markers there")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

@@ -103,6 +103,12 @@ class ServeConfig(Section):
     """A request body larger than this is refused with 413 before it is read whole (the token is checked first)."""
     body_timeout: timedelta = Field(default=timedelta(seconds=30), gt=timedelta(0))
     """A request whose body has not all arrived this long after its headers is answered 408 and closed."""
+    switch_interval: timedelta = Field(default=timedelta(microseconds=500), ge=timedelta(0), le=timedelta(seconds=1))
+    """Python's thread switch interval while the daemon serves (`sys.setswitchinterval`): how long a thread running
+    Python keeps the interpreter once another thread wants it. Python's own is 5 ms. A question's steps (the event
+    loop, its model pass, its keyword search, its SQLite reads) run on several threads and hand the interpreter to
+    each other; while an import runs Python on the others, each hand-off waited up to 5 ms, and at 0.5 ms a question
+    asked during an import answers in about half the time at p95 (docs/benchmarks.md). Zero leaves Python's."""
     shutdown_timeout: timedelta = Field(default=timedelta(seconds=10), gt=timedelta(0))
     """On SIGTERM the daemon waits this long for the requests in flight, then drops the open connections and
     closes the engines anyway."""

@@ -18,6 +18,8 @@ import math
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,24 @@ from agent_memory.manager import MemoryManager
 from agent_memory.sleep.jobs import run_job
 
 log = logging.getLogger(__name__)
+
+
+@contextmanager
+def thread_switching(interval: timedelta) -> Iterator[None]:
+    """Python's thread switch interval at `interval` (serve.switch_interval) inside the block, then put back as it
+    was, unless something else changed it meanwhile. A zero interval leaves Python's."""
+    seconds = interval.total_seconds()
+    if seconds <= 0:
+        yield
+        return
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
+    ours = sys.getswitchinterval()  # as the interpreter keeps it
+    try:
+        yield
+    finally:
+        if sys.getswitchinterval() == ours:
+            sys.setswitchinterval(before)
 
 
 def check_exposure(host: str, *, allow_remote: bool) -> None:
@@ -154,6 +174,11 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
     host = host or config.serve.host
     port = config.serve.port if port is None else port
     check_exposure(host, allow_remote=config.serve.allow_remote)
+    with thread_switching(config.serve.switch_interval):
+        await _serve(config, host, port)
+
+
+async def _serve(config: Config, host: str, port: int) -> None:
     async with MemoryManager.open(config) as manager:
         token = load_or_create_token(config.data_dir)
         schedule = SleepSchedule(manager, config)

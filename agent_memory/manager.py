@@ -142,7 +142,7 @@ class MemoryManager(ReadPath):
         async with AsyncExitStack() as stack:
             rebuild_graph, rebuild_vectors = await self._open_engines(stack)
             self._build_components()  # constructors only: nothing here touches an engine
-            stack.push_async_callback(self.write_path.aclose)
+            stack.push_async_callback(self.write_path.drafter.aclose)
             self.images.start()  # deciding may import open-clip and torch: text memory does not wait for it
             stack.push_async_callback(self.images.stop)
             await self.embedder.load()

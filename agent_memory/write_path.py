@@ -16,7 +16,6 @@ import asyncio
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import numpy as np
@@ -31,10 +30,10 @@ from agent_memory.cognition.novelty import (
     earlier_in_batch,
     session_surprise,
 )
-from agent_memory.cognition.salience import asks_question, text_features
+from agent_memory.cognition.salience import asks_question
 from agent_memory.cognition.save_decision import is_phatic
 from agent_memory.config import Config
-from agent_memory.embeddings.priority import give_way
+from agent_memory.drafting import Drafter
 from agent_memory.embeddings.text import Embedder
 from agent_memory.long_turns import LongTurns
 from agent_memory.models import LogPosition, LogRecord, Memory, SaveDecision, TurnResult, fresh_memory
@@ -93,11 +92,7 @@ class WritePath:
         self.last_imported = TurnVectors(recent=0)  # an import's: summed only into the import's next turns
         self.prepared = PreparedVectors()  # texts embedded ahead of their turn (MemoryManager.prepare_turns)
         self.predecessors = Predecessors(records, journal)  # the turn each short turn is summed with, in any order
-        self._import_drafts = ThreadPoolExecutor(1, thread_name_prefix="import-drafts", initializer=give_way)
-
-    async def aclose(self) -> None:
-        """Stop the thread an import's drafts run on (started by the first import)."""
-        await asyncio.to_thread(self._import_drafts.shutdown)
+        self.drafter = Drafter(extractor=extractor, emotion=emotion)  # what each text says by itself
 
     def drop_caches(self) -> None:
         """Empty every cache of recent turns (words, vectors, last turn of each session): an erase does, so no
@@ -216,7 +211,7 @@ class WritePath:
         if not records:
             await embedding  # of no text: nothing to wait for but the task itself
             return [], [], []
-        drafts = await self._drafts(records, bulk=bulk)
+        drafts = await self.drafter.drafts(records, bulk=bulk)
         for draft, before in zip(drafts, previous, strict=True):
             draft.previous = before
         gaps = await self._read_ahead(drafts, now)
@@ -239,26 +234,6 @@ class WritePath:
             pictures = tuple(image.memory.memory_id for image in commit.images)
             results.append(TurnResult(draft.record.turn_id, position, decision.save, memory_id, decision, pictures))
         return commits, results, drafts
-
-    async def _drafts(self, records: Sequence[LogRecord], *, bulk: bool) -> list[Draft]:
-        """What each text alone says, on a worker thread. An import's (`bulk`) are on a thread of their own that gives
-        way to the rest of the process on Linux (embeddings/priority.py), as the import's model passes do: a
-        question asked of the daemon during an import waits less for the CPU (docs/benchmarks.md, "A question
-        while an import runs")."""
-
-        def draft() -> list[Draft]:
-            return [self._draft(r) for r in records]
-
-        if bulk:
-            return await asyncio.get_running_loop().run_in_executor(self._import_drafts, draft)
-        return await asyncio.to_thread(draft)
-
-    def _draft(self, record: LogRecord) -> Draft:
-        """What the text alone says: its features, whether it is phatic, its emotion (the caller's wins)."""
-        given = record.emotional_context
-        emotion, source = (given, "caller") if given is not None else (self.emotion.score(record.content), "lexicon")
-        text = record.content
-        return Draft(record, text_features(text), phatic(record), emotion, source, self.extractor.entities(text))
 
     async def _refresh_followers(
         self, late: Sequence[LogRecord], records: Sequence[LogRecord], using: Embedder, now: datetime

@@ -110,7 +110,7 @@ async def test_an_import_s_threads_give_way_to_questions_and_live_turns(tmp_path
 
 async def test_an_import_s_drafts_give_way_and_a_live_turn_s_do_not(manager: MemoryManager) -> None:
     """What the save decision reads from each text of an import's batch (`process_turns(bulk=True)`) is drafted on a
-    thread of the write path's own, as nice as the import's model passes on Linux; a live batch's on the shared
+    thread of their own (drafting.py), as nice as the import's model passes on Linux; a live batch's on the shared
     worker threads, at the process's priority. Questions asked of a daemon during an import wait less for the CPU
     (p95 93-104 -> 76-84 ms, docs/benchmarks.md)."""
     texts = ["The audit moved to Thursday.", "Lena owns the reconciliation rebuild.", "It ships after the audit."]

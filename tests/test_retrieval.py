@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -327,6 +329,51 @@ async def test_a_shared_entity_links_only_while_few_memories_mention_it(manager:
     assert {(s.memory_id, s.relation) for s in steps} == {(ines, "MENTIONS")}  # three memories name Tom
     steps = await manager.records.structural_neighbours([seed], "default", depth=1, fanout=3)
     assert {s.memory_id for s in steps} == {ines, *toms}
+
+
+async def test_an_entity_counts_only_the_mentions_of_the_namespace_walked(manager: MemoryManager) -> None:
+    """Tom is named by two memories here and by four of another project: here he is rare (fanout 3) and links the
+    two; there he is common and links nothing. Before migration 0029 the count ran over the whole store (six)."""
+    (seed,) = await add(manager, "a", ["Ines and Tom drove from Porto to Braga."], NOW)
+    (boat,) = await add(manager, "b", ["Tom fixed the boat engine."], NOW)
+    work = await add(manager, "c", [f"Tom reviewed pull request {n}." for n in range(4)], NOW, namespace="work")
+    await manager.flush()
+    steps = await manager.records.structural_neighbours([seed], "default", depth=1, fanout=3)
+    assert {(s.memory_id, s.relation) for s in steps} == {(boat, "MENTIONS")}
+    elsewhere = await manager.records.structural_neighbours(work[:1], "work", depth=1, fanout=3)
+    assert {s.relation for s in elsewhere} == {"NEXT"}  # four mentions there: none links
+    steps, rows, _ = await manager.records.graph_neighbourhood([seed], "default", depth=1, fanout=3)
+    assert [s.memory_id for s in steps] == [boat] and set(rows) == {boat}
+
+
+async def test_a_store_from_before_migration_0029_gets_each_entity_rows_namespace(
+    config: Config, embedder: Embedder
+) -> None:
+    """A store whose entity rows have no namespace (migration 0028 and before) is given them when it is opened, and
+    its walk then counts by namespace; an entity row written afterwards carries its namespace too."""
+    async with MemoryManager.open(config, embedder=embedder) as m:
+        (seed,) = await add(m, "a", ["Ines and Tom drove from Porto to Braga."], NOW)
+        (boat,) = await add(m, "b", ["Tom fixed the boat engine."], NOW)
+        await add(m, "c", [f"Tom reviewed pull request {n}." for n in range(4)], NOW, namespace="work")
+    path = Path(config.data_dir) / "memory.db"
+    with sqlite3.connect(path) as db:  # back to the schema of 0028
+        db.executescript(
+            "DROP INDEX memory_entities_scope; ALTER TABLE memory_entities DROP COLUMN namespace; "
+            "CREATE INDEX memory_entities_entity ON memory_entities (entity); "
+            "DELETE FROM schema_migrations WHERE version = 29;"
+        )
+    async with MemoryManager.open(config, embedder=embedder) as m:
+        assert await m.records.schema_version() == 29
+        steps = await m.records.structural_neighbours([seed], "default", depth=1, fanout=3)
+        assert {(s.memory_id, s.relation) for s in steps} == {(boat, "MENTIONS")}
+        (later,) = await add(m, "d", ["Tom painted the fence."], NOW, namespace="home")
+        await m.update(later, "Tom and Ines painted the fence.", expected_revision=1)  # its entities written again
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT e.namespace, m.namespace, e.entity FROM memory_entities e JOIN memories m USING (memory_id)"
+        ).fetchall()
+    assert rows and all(ours == theirs for ours, theirs, _ in rows)
+    assert {(namespace, entity) for namespace, _, entity in rows} >= {("default", "tom"), ("home", "ines")}
 
 
 async def test_link_edges_are_walked_from_the_records_as_the_graph_would(manager: MemoryManager) -> None:

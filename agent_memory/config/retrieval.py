@@ -60,7 +60,8 @@ class RetrievalConfig(Section):
     graph_weight: float = Field(default=0.5, ge=0.0)
     """A neighbour enters with this share of its seed's fused score, halved again for every further hop."""
     entity_fanout: int = Field(default=25, ge=0)
-    """An entity mentioned by more memories than this (a speaker's own name) is too common to link through."""
+    """An entity mentioned by more memories of the namespace than this (a speaker's own name) is too common to link
+    through there. Mentions in other namespaces do not count (migration 0029)."""
     session_weight: float = Field(default=0.3, ge=0.0)
     """How much a session whose turns match as a whole lifts each of its turns."""
     locality_max_chars: int = Field(default=600, ge=0)

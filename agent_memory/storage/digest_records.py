@@ -20,7 +20,7 @@ import numpy as np
 
 from agent_memory.cognition.digest import Statement
 from agent_memory.models import Media, Memory, MemoryStatus
-from agent_memory.storage.inserts import insert_memory
+from agent_memory.storage.inserts import insert_memory, replace_entities
 from agent_memory.storage.rows import MEMORY_COLUMNS, memory_row, ts
 
 
@@ -170,11 +170,7 @@ class DigestQueries:
                             memory.memory_id,
                         ),
                     )
-                    await db.execute("DELETE FROM memory_entities WHERE memory_id = ?", (memory.memory_id,))
-                    await db.executemany(
-                        "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)",
-                        [(memory.memory_id, entity) for entity in memory.entities],
-                    )
+                    await replace_entities(db, memory.memory_id, memory.entities)
                 await db.executemany(
                     "INSERT OR IGNORE INTO memory_links (source_id, target_id, relation, weight, created_at, reason) "
                     "VALUES (?, ?, 'EVOLVED_FROM', 1, ?, 'digest')",

@@ -20,6 +20,7 @@ from typing import Any
 
 from agent_memory.errors import MemoryErased, MemoryNotFound, TurnNotFound
 from agent_memory.models import LogPosition
+from agent_memory.storage.inserts import replace_entities
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.rows import ts
 
@@ -371,11 +372,7 @@ class ErasureRecords:
                 event_at, rewrite.memory_id,
             ),
         )  # fmt: skip
-        await db.execute("DELETE FROM memory_entities WHERE memory_id = ?", (rewrite.memory_id,))
-        await db.executemany(
-            "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)",
-            [(rewrite.memory_id, entity) for entity in rewrite.entities],
-        )
+        await replace_entities(db, rewrite.memory_id, rewrite.entities)
         await db.execute(
             "UPDATE digest_topics SET total = coalesce(?, total), size = ?, updated_at = ? WHERE topic_id = ?",
             (rewrite.total, rewrite.size, ts(now), rewrite.topic_id),

@@ -8,6 +8,7 @@ dev's 1,617 turns made 11,244 calls, 8,538 of them these inserts)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +29,11 @@ MEMORY = (
     "media_path, image_embedding, image_model) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-ENTITY = "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)"
+ENTITY = "INSERT OR IGNORE INTO memory_entities (memory_id, entity, namespace) VALUES (?, ?, ?)"
+ENTITY_OF = (  # an entity of a memory already written, with its namespace (migration 0029)
+    "INSERT OR IGNORE INTO memory_entities (memory_id, entity, namespace) SELECT ?, ?, namespace FROM memories "
+    "WHERE memory_id = ?"
+)
 OUTBOX = "INSERT INTO outbox (op, memory_id, created_at) VALUES ('upsert_memory', ?, ?)"
 PENDING_KEYWORDS = "INSERT OR IGNORE INTO pending_keywords (memory_id) VALUES (?)"
 NOTE = "INSERT INTO notes (memory_id, namespace, kind, tags, source, agent, written_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -163,7 +168,7 @@ class Inserts:
                 image_model,
             )
         )
-        self._rows[ENTITY].extend((m.memory_id, e) for e in m.entities)
+        self._rows[ENTITY].extend((m.memory_id, e, m.namespace) for e in m.entities)
 
     def note(self, memory: Memory, note: NoteMeta) -> None:
         """A note's label beside its memory (migration 0024); it goes when the memory row goes (an erase)."""
@@ -198,3 +203,9 @@ async def insert_memory(
     rows = Inserts()
     rows.memory(m, embedding, embedding_model)
     await rows.write(db)
+
+
+async def replace_entities(db: aiosqlite.Connection, memory_id: str, entities: Sequence[str]) -> None:
+    """A written memory's entities, replaced (a revision, an erase's rewrite, a digest made again)."""
+    await db.execute("DELETE FROM memory_entities WHERE memory_id = ?", (memory_id,))
+    await db.executemany(ENTITY_OF, [(memory_id, entity, memory_id) for entity in entities])

@@ -67,10 +67,11 @@ WALK_WITH = (
     "JOIN memory_links l ON l.target_id = w.id WHERE w.hops < :depth AND l.relation <> 'SUPERSEDES'), "
     "rare(entity) AS (SELECT e.entity FROM (SELECT DISTINCT entity FROM memory_entities "
     "WHERE memory_id IN (SELECT id FROM seeds)) AS e WHERE (SELECT count(*) FROM (SELECT 1 FROM memory_entities AS x "
-    "WHERE x.entity = e.entity LIMIT :fanout + 1)) <= :fanout) "
+    "WHERE x.entity = e.entity AND x.namespace = :namespace LIMIT :fanout + 1)) <= :fanout) "
 )
-"""The walk's common parts. An entity is rare when at most `fanout` memories mention it, and counting stops at
-`fanout + 1`: counting every mention of a speaker's name took 13.6 ms at 100k memories, the bounded count 0.12 ms."""
+"""The walk's common parts. An entity is rare when at most `fanout` memories of the walked namespace mention it
+(another namespace's memories change nothing here), and counting stops at `fanout + 1`: counting every mention of a
+speaker's name took 13.6 ms at 100k memories, the bounded count 0.12 ms."""
 LAST_BATCH = "(SELECT last FROM retrieval_batches)"  # read in the same statement as rows: the same snapshot
 _STEPS_WITH_ROWS = (  # the steps in their order, the first step to each memory with that memory's row
     "SELECT s.kind, s.id, s.seed, s.hops, s.relation, "
@@ -90,7 +91,8 @@ WALK_SQL = {  # (kind, memory, seed, hops, relation); each part's plan starts fr
     # CROSS JOIN keeps this order on purpose: left to itself the planner scanned the whole namespace (600 ms at 10k).
     "MENTIONS": "SELECT 'MENTIONS', o.memory_id, s.memory_id, 1, NULL FROM memory_entities s "
     "CROSS JOIN memory_entities o CROSS JOIN memories m WHERE s.memory_id IN (SELECT id FROM seeds) "
-    "AND s.entity IN (SELECT entity FROM rare) AND o.entity = s.entity AND o.memory_id <> s.memory_id "
+    "AND s.entity IN (SELECT entity FROM rare) AND o.entity = s.entity AND o.namespace = :namespace "
+    "AND o.memory_id <> s.memory_id "
     "AND m.memory_id = o.memory_id AND m.namespace = :namespace AND m.status = 'active'",
     "LINK": "SELECT 'LINK', w.id, w.seed, min(w.hops), w.relation FROM walk w JOIN memories m ON m.memory_id = w.id "
     "WHERE w.hops > 0 AND m.status = 'active' AND m.namespace = :namespace GROUP BY w.id, w.seed",

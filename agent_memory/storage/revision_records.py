@@ -16,7 +16,7 @@ import aiosqlite
 
 from agent_memory.errors import InvalidInput, MemoryNotCurrent, MemoryNotFound, RevisionConflict
 from agent_memory.models import Memory, MemoryId, MemoryStatus, Revision
-from agent_memory.storage.inserts import enqueue, insert_memory
+from agent_memory.storage.inserts import enqueue, insert_memory, replace_entities
 from agent_memory.storage.rows import dt, ts
 
 REVISION_COLUMNS = "memory_id, revision, content, status, began_at, ended_at, change, agent, reason"
@@ -77,7 +77,7 @@ class RevisionQueries:
                 "revision = revision + 1, revised_at = ? WHERE memory_id = ?",
                 (text.content, text.embedding, text.embedding_model, ts(change.at), change.memory_id),
             )
-            await _set_entities(db, change.memory_id, text.entities)
+            await replace_entities(db, change.memory_id, text.entities)
             await db.execute("INSERT OR IGNORE INTO pending_keywords (memory_id) VALUES (?)", (change.memory_id,))
             await enqueue(db, change.memory_id, change.at)
 
@@ -231,7 +231,7 @@ class RevisionQueries:
                     "revision = revision + 1, revised_at = ? WHERE memory_id = ?",
                     (text.content, text.embedding, text.embedding_model, ts(at), memory_id),
                 )
-                await _set_entities(db, memory_id, text.entities)
+                await replace_entities(db, memory_id, text.entities)
                 await db.execute("INSERT OR IGNORE INTO pending_keywords (memory_id) VALUES (?)", (memory_id,))
                 await enqueue(db, memory_id, at)
                 done.append(memory_id)
@@ -333,13 +333,6 @@ async def _keep_revision(
     await db.execute(
         f"INSERT INTO memory_revisions ({REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (change.memory_id, revision, content, status, began_at, ts(change.at), kind, change.agent, change.reason),
-    )
-
-
-async def _set_entities(db: aiosqlite.Connection, memory_id: str, entities: Sequence[str]) -> None:
-    await db.execute("DELETE FROM memory_entities WHERE memory_id = ?", (memory_id,))
-    await db.executemany(
-        "INSERT OR IGNORE INTO memory_entities (memory_id, entity) VALUES (?, ?)", [(memory_id, e) for e in entities]
     )
 
 

@@ -10,6 +10,10 @@ AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION=float32 and one with int8): each ask
 DIR's per-question figures against OTHER's, per fold and with the same paired, clustered bootstrap. A store is
 asked as a daemon leaves it after a pause: its int8 document vectors are first made again in float32 (in place,
 vector_upgrade.py) unless AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION=int8 or ..._UPGRADE_VECTORS=false is set.
+
+With --apart, DIR (every conversation or haystack a namespace of one store, as the harness fills it) is compared
+with a fresh store for each conversation alone, as a user's store holds one history: what sharing a store adds to
+the figures. LongMemEval dev takes about 15 minutes here (49 stores).
 """
 
 import argparse
@@ -18,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from agent_memory.bench.folds import compare, figures, format_comparison, parse_variants, stores_compared
+from agent_memory.bench.folds import compare, figures, format_comparison, parse_variants, stores_apart, stores_compared
 
 
 def main() -> int:
@@ -29,12 +33,22 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=2048)
     parser.add_argument("--variant", action="append", default=[], help="NAME=key:value,key:value")
     parser.add_argument("--baseline-dir", type=Path, help="another store of the same data: compare DIR against it")
+    parser.add_argument(
+        "--apart", action="store_true", help="compare DIR with a store of its own for each conversation"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     for name, folder in (("--data-dir", args.data_dir), ("--baseline-dir", args.baseline_dir)):
         if folder is not None and not (folder / "memory.db").is_file():  # opening it would make an empty store
             parser.error(f"{name} {folder}: no store there (no memory.db); fill one with agent-memory bench first")
-    if args.baseline_dir is not None:
+    if args.apart:
+        if args.variant or args.baseline_dir is not None:
+            parser.error(
+                "--apart compares DIR with a store per conversation, with the shipped defaults: give no --variant or --baseline-dir"
+            )
+        results = asyncio.run(stores_apart(args.data_dir, args.dataset, args.data, budget=args.budget))
+        report = compare(results, "one store")
+    elif args.baseline_dir is not None:
         if args.variant:
             parser.error("--baseline-dir compares two stores with the shipped defaults: give no --variant")
         results = asyncio.run(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory.bench.folds import compare, stores_apart
 from agent_memory.bench.harness import Scores, ablation_configs, format_report, run_bench
 from agent_memory.bench.questions import Question, locomo_questions, longmemeval_questions
 from agent_memory.config import Config, RetrievalConfig
@@ -147,6 +148,32 @@ async def test_harness_scores_the_tiny_dataset(manager: MemoryManager, locomo_fi
     marathon = next(line for line in lines if line["question_id"] == "tiny-1:2")
     assert marathon["ranked"][0] == ["session_2", 0] == marathon["gold"][0]
     assert "budget 2048: recall 1.000" in format_report(report)
+
+
+async def test_a_store_per_conversation_is_compared_question_by_question_with_the_shared_store(
+    config: Config, embedder: Embedder, tmp_path: Path
+) -> None:
+    """`bench_folds.py --apart`: the harness's one store (a namespace per conversation) against a fresh store for
+    each conversation alone, paired per question in the folds' shape."""
+    data = json.loads(json.dumps(LOCOMO))
+    second = json.loads(json.dumps(LOCOMO[0]))
+    second["sample_id"] = "tiny-2"
+    second["qa"] = second["qa"][:1]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([*data, second]), encoding="utf-8")
+    shared = config.model_copy(update={"data_dir": tmp_path / "shared"})
+    async with MemoryManager.open(shared, embedder=embedder) as manager:
+        await run_bench(manager, "locomo", path, budgets=[2048])
+    results = await stores_apart(tmp_path / "shared", "locomo", path, budget=2048)
+    assert set(results) == {"one store", "a store each"}
+    for figures in results.values():
+        assert {g: len(v) for g, v in figures["recall"].items()} == {"tiny-1": 3, "tiny-2": 1}
+        assert all(x == 1.0 for v in figures["recall"].values() for x in v)  # each conversation fits the budget
+    report = compare(results, "one store")
+    assert report["a store each"]["recall"]["delta"] == 0.0 and set(report["a store each"]["mrr"]["folds"]) == {
+        "tiny-1",
+        "tiny-2",
+    }
 
 
 def test_bench_cli_writes_the_report(locomo_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,17 +9,23 @@ nothing, packed as `context()` packs), and reports, beside the shipped defaults:
   only if it pays on the held-out conversation of every fold), LongMemEval's single split;
 - the pooled difference and a 95% bootstrap interval, resampling conversations and then questions within them
   (LoCoMo), or questions (LongMemEval, where every question is its own haystack).
+
+`--apart` asks whether the benchmark's one store measures what a user's store would: the harness puts every
+conversation (or haystack) in a namespace of one store, and a user's store holds one history. It fills a fresh
+store for each conversation alone and compares, question by question, with DIR.
 """
 
 from __future__ import annotations
 
 import statistics
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agent_memory.bench.bootstrap import Rows, paired_interval
-from agent_memory.bench.harness import HEADLINE, QUESTIONS, ask, catch_up_vectors, limited
+from agent_memory.bench.harness import HEADLINE, QUESTIONS, Scores, ask, catch_up_vectors, ingest, limited, turns_for
+from agent_memory.bench.questions import Question
 from agent_memory.config import load_config
 from agent_memory.manager import MemoryManager
 
@@ -29,7 +35,6 @@ async def figures(
 ) -> dict[str, dict[str, Rows]]:
     """variant -> metric ("recall", "mrr") -> conversation -> per-question figures (headline categories only)."""
     questions = limited(QUESTIONS[dataset](data), None)
-    wanted = set(HEADLINE.get(dataset, ())) or None
     config = load_config(data_dir=str(data_dir), save__keep_all=True, image__enabled=False)
     out: dict[str, dict[str, Rows]] = {}
     async with MemoryManager.open(config) as manager:
@@ -38,16 +43,44 @@ async def figures(
         for name, changes in variants.items():
             manager.configure_retrieval(base.model_copy(update=dict(changes)))
             scores, _ = await ask(manager, questions, budgets=[budget])
-            metrics: dict[str, Rows] = {"recall": {}, "mrr": {}}
-            for question, row in zip(questions, scores[budget].rows, strict=True):
-                if wanted is not None and question.category not in wanted:
-                    continue
-                group = question.question_id.split(":")[0] if dataset == "locomo" else "all"
-                for metric in metrics:
-                    metrics[metric].setdefault(group, []).append(float(row[metric]))
-            out[name] = metrics
+            out[name] = _grouped(questions, scores[budget], dataset)
         manager.configure_retrieval(base)
     return out
+
+
+def _grouped(questions: Sequence[Question], scores: Scores, dataset: str) -> dict[str, Rows]:
+    """Recall and MRR per fold (LoCoMo's conversation; "all" for LongMemEval), headline categories only, in the
+    questions' order: two answers to the same questions pair up figure by figure."""
+    wanted = set(HEADLINE.get(dataset, ())) or None
+    metrics: dict[str, Rows] = {"recall": {}, "mrr": {}}
+    for question, row in zip(questions, scores.rows, strict=True):
+        if wanted is not None and question.category not in wanted:
+            continue
+        group = question.question_id.split(":")[0] if dataset == "locomo" else "all"
+        for metric in metrics:
+            metrics[metric].setdefault(group, []).append(float(row[metric]))
+    return metrics
+
+
+async def stores_apart(data_dir: Path, dataset: str, data: Path, *, budget: int = 2048) -> dict[str, dict[str, Rows]]:
+    """DIR, where every conversation (LoCoMo) or haystack (LongMemEval) is a namespace of one store, against a fresh
+    store for each alone, filled and asked the same way (every turn kept): {"one store": ..., "a store each": ...}
+    in figures()'s shape. In a store of one history nothing another namespace holds can count, so the difference is
+    what sharing a store adds to the benchmark's figures. Each store is removed once its questions are asked."""
+    pooled = (await figures(data_dir, dataset, data, {"shipped defaults": {}}, budget=budget))["shipped defaults"]
+    questions = limited(QUESTIONS[dataset](data), None)
+    rows: dict[str, dict[str, Any]] = {}
+    for namespace in dict.fromkeys(q.namespace for q in questions):
+        asked = [q for q in questions if q.namespace == namespace]
+        with tempfile.TemporaryDirectory(prefix="agent-memory-apart-") as folder:
+            config = load_config(data_dir=folder, save__keep_all=True, image__enabled=False)
+            async with MemoryManager.open(config) as manager:
+                await ingest(manager, turns_for(dataset, data, {namespace}))
+                await catch_up_vectors(manager)
+                scores, _ = await ask(manager, asked, budgets=[budget])
+        rows |= {q.question_id: row for q, row in zip(asked, scores[budget].rows, strict=True)}
+    apart = Scores(rows=[rows[q.question_id] for q in questions])
+    return {"one store": pooled, "a store each": _grouped(questions, apart, dataset)}
 
 
 async def stores_compared(

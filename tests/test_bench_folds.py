@@ -3,6 +3,10 @@ made up here so the answer is known. The benchmark itself reads ../shared/data a
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from agent_memory.bench.bootstrap import paired_interval
@@ -39,3 +43,29 @@ def test_a_variant_is_named_settings_as_json_scalars_beside_the_defaults() -> No
         "blend": {"fusion": "blend", "rrf_k": 30},
         "no graph": {"graph_weight": 0},
     }
+
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_folds.py"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--apart", "--variant", 'blend=fusion:"blend"'], "--apart compares DIR with a store per conversation"),
+        (["--apart", "--baseline-dir", "{store}"], "give no --variant or --baseline-dir"),
+        (["--variant", "x=rrf_k:30", "--baseline-dir", "{store}"], "--baseline-dir compares two stores"),
+        (["--data-dir", "{empty}"], "no store there (no memory.db)"),
+    ],
+)
+def test_the_script_refuses_what_it_cannot_compare_before_opening_anything(
+    extra: list[str], message: str, tmp_path: Path
+) -> None:
+    store, empty = tmp_path / "store", tmp_path / "empty"
+    store.mkdir()
+    empty.mkdir()
+    (store / "memory.db").touch()  # only its presence is checked before the refusal
+    args = ["--dataset", "locomo", "--data", str(tmp_path / "locomo.json"), "--data-dir", str(store)]
+    args += [a.format(store=store, empty=empty) for a in extra]
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert (store / "memory.db").stat().st_size == 0  # nothing was opened or written

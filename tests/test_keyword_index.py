@@ -9,6 +9,7 @@ import logging
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,13 @@ from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput, utc_now
 from agent_memory.sleep.jobs import run_job
 from agent_memory.storage.keyword_index import MAX_CHUNKS, TOKENIZE, KeywordIndex, Tokenizer
-from agent_memory.storage.keyword_projection import CATCH_UP_SLICE, PRUNE_EVERY, KeywordProjection
+from agent_memory.storage.keyword_projection import (
+    CATCH_UP_SLICE,
+    PRUNE_EVERY,
+    REBUILD_AFTER,
+    KeywordProjection,
+    KeywordQuery,
+)
 from agent_memory.storage.records import SqliteRecords
 
 WORDS = [
@@ -101,17 +108,45 @@ def _queries(rng: random.Random, count: int) -> list[list[str]]:
 
 
 async def _both(
-    records: SqliteRecords, namespace: str, words: list[str], **options: object
+    records: SqliteRecords, namespace: str, words: list[str], alone: SqliteRecords | None = None, **options: object
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-    """keyword_search answered by the projection, then by FTS5."""
+    """keyword_search answered by the projection, then by FTS5: over `alone`, a store of the namespace's memories
+    only (the projection's statistics are the namespace's), or over the same store when it holds one namespace."""
     projection = records.keyword_index
     assert projection is not None and projection.ready
     projected = await records.keyword_search(namespace, words, **options)  # type: ignore[arg-type]
+    if alone is not None:
+        return projected, await alone.keyword_search(namespace, words, **options)  # type: ignore[arg-type]
+    namespaces = await records._fetch("SELECT DISTINCT namespace FROM memories")
+    assert [r[0] for r in namespaces] in ([namespace], [])  # else FTS5's statistics are the whole store's
     records.keyword_index = None
     try:
         return projected, await records.keyword_search(namespace, words, **options)  # type: ignore[arg-type]
     finally:
         records.keyword_index = projection
+
+
+@asynccontextmanager
+async def _alone(records: SqliteRecords, namespace: str, folder: Path) -> AsyncIterator[SqliteRecords]:
+    """A store of `namespace`'s memories alone (every status), with their rowids and the sleep job's weights: what
+    FTS5 ranks them by when no other namespace shares its statistics."""
+    rows = await records._fetch(
+        "SELECT rowid, memory_id, namespace, status, content, keywords, created_at, event_at FROM memories "
+        "WHERE namespace = ? ORDER BY rowid",
+        (namespace,),
+    )
+    weights = await records._fetch("SELECT * FROM keyword_weights WHERE namespace = ?", (namespace,))
+    alone = await SqliteRecords.open(folder / f"alone-{namespace}.db")
+    try:
+        async with alone.transaction() as db:
+            await db.executemany(INSERT.replace("(memory_id", "(rowid, memory_id").replace("(?", "(?, ?"), rows)
+            if weights:
+                await db.executemany(
+                    f"INSERT INTO keyword_weights VALUES ({', '.join('?' * len(weights[0]))})", weights
+                )
+        yield alone
+    finally:
+        await alone.aclose()
 
 
 def _same_ranking(projected: list[tuple[str, float]], fts: list[tuple[str, float]]) -> None:
@@ -151,9 +186,10 @@ async def test_the_projection_tokenizes_as_the_fts_table_declares(records: Sqlit
         tokenizer.close()
 
 
-async def test_the_projection_ranks_exactly_as_fts5(records: SqliteRecords) -> None:
-    """Built from a store, then fed by inserts, updates and deletes: the same memories, scores and order as FTS5's
-    bm25() for single words, split words ("melanie's" is a phrase), stems, common words and weighted words."""
+async def test_the_projection_ranks_exactly_as_fts5(records: SqliteRecords, tmp_path: Path) -> None:
+    """Built from a store of two namespaces, then fed by inserts, updates and deletes: for each namespace, the same
+    memories, scores and order as FTS5's bm25() in a store of that namespace's memories alone, for single words,
+    split words ("melanie's" is a phrase), stems, common words and weighted words."""
     rng = random.Random(11)
     await _insert(records, _corpus(600, rng))
     projection = records.start_keyword_index()
@@ -171,14 +207,16 @@ async def test_the_projection_ranks_exactly_as_fts5(records: SqliteRecords) -> N
             "VALUES ('default', 'pottery', 2.5, 3, 2, '2026-01-01'), ('default', 'porto', 1.7, 3, 2, '2026-01-01')"
         )
     compared = 0
-    for words in _queries(rng, 120):
-        for namespace in ("default", "other"):
-            for options in ({"limit": 10}, {"limit": 50, "common_share": 0.05}, {"limit": 5, "weighted": False}):
-                projected, fts = await _both(records, namespace, words, **options)
-                _same_ranking(projected, fts)
-                compared += bool(fts)
+    queries = _queries(rng, 120)
+    for namespace in ("default", "other"):
+        async with _alone(records, namespace, tmp_path) as alone:
+            for words in queries:
+                for options in ({"limit": 10}, {"limit": 50, "common_share": 0.05}, {"limit": 5, "weighted": False}):
+                    projected, fts = await _both(records, namespace, words, alone, **options)
+                    _same_ranking(projected, fts)
+                    compared += bool(fts)
     assert compared > 400  # most questions found something to compare
-    assert [i for i, _ in (await _both(records, "default", ["kyoto"], limit=50))[0]] == ["m3"]
+    assert [i for i, _ in await records.keyword_search("default", ["kyoto"], limit=50)] == ["m3"]
 
 
 async def test_a_word_held_by_most_memories_is_common_for_the_projection_too(records: SqliteRecords) -> None:
@@ -192,7 +230,7 @@ async def test_a_word_held_by_most_memories_is_common_for_the_projection_too(rec
     _same_ranking(pruned, fts)
 
 
-async def test_searches_beside_writes_stay_in_step(records: SqliteRecords) -> None:
+async def test_searches_beside_writes_stay_in_step(records: SqliteRecords, tmp_path: Path) -> None:
     """Searches racing inserts, rewrites and deletes all answer, and once the writes stop the projection ranks
     exactly as FTS5 does: no change was lost or applied twice while searches synced it."""
     rng = random.Random(5)
@@ -217,12 +255,15 @@ async def test_searches_beside_writes_stay_in_step(records: SqliteRecords) -> No
 
     _, answered = await asyncio.gather(write(), search())
     assert answered > 0
-    for words in _queries(rng, 60):
-        projected, fts = await _both(records, "default", words, limit=20, common_share=0.05)
-        _same_ranking(projected, fts)
+    async with _alone(records, "default", tmp_path) as alone:
+        for words in _queries(rng, 60):
+            projected, fts = await _both(records, "default", words, alone, limit=20, common_share=0.05)
+            _same_ranking(projected, fts)
 
 
-async def test_the_background_catch_up_applies_changes_in_slices_beside_searches(records: SqliteRecords) -> None:
+async def test_the_background_catch_up_applies_changes_in_slices_beside_searches(
+    records: SqliteRecords, tmp_path: Path
+) -> None:
     """catch_up() (the projector's eager task runs it after a write) applies the changes a slice at a time, and a
     search between two slices answers with every change; once it is done the projection holds every change and
     ranks as FTS5 does."""
@@ -252,9 +293,10 @@ async def test_the_background_catch_up_applies_changes_in_slices_beside_searches
     await asyncio.sleep(0)  # its first slice is on the projection's thread
     assert "m1" in {i for i, _ in await records.keyword_search("default", ["kyoto"], limit=50)}
     await catching
-    for words in [["kyoto"], *_queries(rng, 30)]:
-        projected, fts = await _both(records, "default", words, limit=20)
-        _same_ranking(projected, fts)
+    async with _alone(records, "default", tmp_path) as alone:
+        for words in [["kyoto"], *_queries(rng, 30)]:
+            projected, fts = await _both(records, "default", words, alone, limit=20)
+            _same_ranking(projected, fts)
 
 
 async def test_a_search_syncs_after_a_live_write_and_an_imports_words_arrive_by_catch_up(
@@ -418,26 +460,82 @@ def test_a_word_no_search_asks_for_stays_in_few_arrays() -> None:
     """Each sync adds one array per word it touches; a word that is never searched is joined every MAX_CHUNKS."""
     index = KeywordIndex()
     for rowid in range(200):
-        index.add([(rowid, [("porto", 0, 0)])])
+        index.add([(rowid, "default", [("porto", 0, 0)])])
     assert len(index._chunks["porto"]) <= MAX_CHUNKS
     assert index.document_count(["porto"]) == 200 and len(index._chunks["porto"]) == 1
 
 
 def test_an_index_of_mostly_replaced_versions_asks_to_be_rebuilt() -> None:
     index = KeywordIndex()
-    index.add((rowid, [("porto", 0, 0)]) for rowid in range(100))
+    index.add((rowid, "default", [("porto", 0, 0)]) for rowid in range(100))
     assert not index.wasteful
     for _ in range(50):  # every memory's words rewritten 50 times: 5,000 versions for 100 memories
-        index.add((rowid, [("lisbon", 0, 0)]) for rowid in range(100))
+        index.add((rowid, "default", [("lisbon", 0, 0)]) for rowid in range(100))
     assert index.rows == 100 and index.wasteful
 
 
 def test_dead_documents_are_compacted_away() -> None:
     index = KeywordIndex()
-    index.add((rowid, [("porto", 0, 0), ("lisbon", 0, 1)]) for rowid in range(3000))
+    index.add((rowid, "default", [("porto", 0, 0), ("lisbon", 0, 1)]) for rowid in range(3000))
     for rowid in range(2000):
         index.remove(rowid)
     assert index.rows == 1000 and index.document_count(["porto"]) == 1000
-    assert index.nbytes() < 3000 * 2 * 8 + 3 * 4096 * 8  # the dead docs' instances are gone
-    ranked, matched = index.search([["lisbon"]], [True], 3)
+    postings = sum(chunk.nbytes for chunks in index._chunks.values() for chunk in chunks)
+    assert postings == (3000 - 1025) * 2 * 8  # compacted when the 1,025th doc died: those docs' instances are gone
+    ranked, matched = index.search("default", [["lisbon"]], [True], 3)
     assert matched == 1000 and [rowid for rowid, _ in ranked] == [2000, 2001, 2002]
+
+
+async def test_another_namespaces_words_do_not_change_how_a_namespace_ranks(records: SqliteRecords) -> None:
+    """BM25's statistics (how many memories hold a word, how long a memory is) are the searched namespace's: a
+    thousand memories of another project saying "porto" leave this one's scores and order as they were. Counted
+    over the whole store, as FTS5 counts, "porto" becomes a word of nearly every memory and "a" drops out."""
+    await _insert(
+        records,
+        [("a", "work", "active", "porto, porto", "[]"), ("b", "work", "active", "kyoto, the long way by train", "[]")]
+        + [(f"w{i}", "work", "active", f"standup notes {i}", "[]") for i in range(30)],
+    )
+    await records.start_keyword_index().wait()
+    before = await records.keyword_search("work", ["porto", "kyoto"], limit=5)
+    assert [i for i, _ in before] == ["a", "b"]
+    await _insert(records, [(f"h{i}", "home", "active", "a weekend in porto, porto again", "[]") for i in range(1000)])
+    after = await records.keyword_search("work", ["porto", "kyoto"], limit=5)
+    assert [i for i, _ in after] == ["a", "b"]
+    assert [s for _, s in after] == pytest.approx([s for _, s in before], rel=1e-12)  # the same scores
+    records.keyword_index, projection = None, records.keyword_index
+    store_wide = await records.keyword_search("work", ["porto", "kyoto"], limit=5)  # FTS5: the whole store's counts
+    records.keyword_index = projection
+    assert [i for i, _ in store_wide] == ["b"]  # "porto" is in most of the store: "a" scores as noise, and drops
+
+
+def test_each_namespace_counts_its_own_rows_and_tokens() -> None:
+    """N and the average length by namespace follow adds, rewrites and removals; a namespace with no rows is
+    searched as empty."""
+    index = KeywordIndex()
+    index.add([(1, "work", [("porto", 0, 0), ("build", 0, 1)]), (2, "home", [("porto", 0, 0)])])
+    index.add([(3, "work", [("kyoto", 0, 0)])])
+    assert (index.rows_in("work"), index.rows_in("home"), index.rows_in("elsewhere")) == (2, 1, 0)
+    index.add([(1, "work", [("porto", 0, 0)])])  # rewritten: one token now
+    index.remove(2)
+    assert (index.rows_in("work"), index.rows_in("home"), index.rows) == (2, 0, 2)
+    assert index._tokens_in[index._spaces["work"]] == 2
+    assert index.search("home", [["porto"]], [True], 5) == ([], 0)
+    assert index.search("elsewhere", [["porto"]], [True], 5) == ([], 0)
+    assert [rowid for rowid, _ in index.search("work", [["porto"]], [True], 5)[0]] == [1]
+    assert index.document_count(["porto"], "work") == 1 and index.document_count(["porto"], "home") == 0
+
+
+async def test_caught_up_waits_for_the_build_again_after_a_bulk_ingest(records: SqliteRecords) -> None:
+    """After more changes than it applies one by one, the next search is FTS5's while the index is built again;
+    `caught_up()` (a benchmark asks it before its questions) returns only once the projection answers."""
+    projection = records.start_keyword_index()
+    await projection.caught_up()
+    await _insert(records, [(f"m{i}", "work", "active", f"porto note {i}", "[]") for i in range(REBUILD_AFTER + 10)])
+    await _insert(records, [("k", "work", "active", "kyoto", "[]")])  # a live write: the next search must sync
+    query = KeywordQuery("work", ("porto",), 5, 1.0, 2000, 2, False)
+    assert await projection.search(query) is None  # too many changes: built again, FTS5 answers meanwhile
+    await projection.caught_up()
+    found = await projection.search(query)
+    assert projection.ready and found is not None and len(found.rows) == 5
+    (last,) = (await records._fetch("SELECT max(seq) FROM keyword_changes"))[0]
+    assert projection._seq == last

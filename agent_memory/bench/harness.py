@@ -138,6 +138,8 @@ async def ask(
     layer for more, exactly as `context()` does), and packed once per budget; query time is the smallest pool's."""
     scores = {budget: Scores() for budget in budgets}
     latencies: list[float] = []
+    if manager.records.keyword_index is not None:  # every question ranked by the namespace's statistics, none by FTS5's
+        await manager.records.keyword_index.caught_up()
     pools: dict[int, list[int]] = {}  # candidates per layer -> the budgets that context() serves from that pool
     for budget in sorted(budgets):
         pools.setdefault(manager.candidates_for(budget), []).append(budget)

@@ -1,4 +1,4 @@
-"""The keyword layer's index in memory: FTS5's own BM25, scored in numpy over the same token instances.
+"""The keyword layer's index in memory: FTS5's own BM25 within a namespace, scored in numpy over the same tokens.
 
 `memories_fts` (porter over unicode61) stays the truth of which words a memory holds; `KeywordIndex` holds the same
 token instances, read from it through `fts5vocab` (keyword_projection.py keeps it in step), and answers the
@@ -9,7 +9,9 @@ It is exact, not an approximation: the same tokens (the query's words go through
 tokenizer, `Tokenizer`), the same phrases (a word the tokenizer splits, "melanie's", must match its tokens side by
 side), and the same formula as fts5_aux.c's bm25(): idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6; per
 phrase idf * f * (k1 + 1) / (f + k1 * (1 - b + b * D / avgdl)), k1 = 1.2, b = 0.75, D the row's tokens over both
-columns. tests/test_keyword_index.py holds it to FTS5's own ranking.
+columns. One difference, on purpose: N, n and avgdl are the searched namespace's (its memories, any status), where
+FTS5 counts the whole table. A namespace is ranked exactly as FTS5 ranks a store holding only its memories, so one
+project's words never change how rare a word is in another (tests/test_keyword_index.py holds it to that).
 """
 
 from __future__ import annotations
@@ -33,9 +35,17 @@ class KeywordIndex:
     numbers; a memory whose words change gets a new one, and the old one is dead until compaction drops it.
     Not thread-safe: KeywordProjection keeps it on one thread."""
 
-    def __init__(self, rowids: np.ndarray | None = None, postings: dict[str, np.ndarray] | None = None) -> None:
-        """Empty, or loaded at once from the rows' sorted rowids and each token's instances, numbered by rowid."""
+    def __init__(
+        self,
+        rowids: np.ndarray | None = None,
+        postings: dict[str, np.ndarray] | None = None,
+        namespaces: Sequence[str] = (),
+    ) -> None:
+        """Empty, or loaded at once from the rows' sorted rowids, each row's namespace, and each token's instances,
+        numbered by rowid."""
         rowids = np.empty(0, dtype=np.int64) if rowids is None else rowids
+        if len(namespaces) != len(rowids):
+            raise ValueError(f"{len(rowids)} rows but {len(namespaces)} namespaces")
         postings = postings or {}
         size = max(1024, int(rowids[-1]) + 1 if len(rowids) else 0)
         self._chunks: dict[str, list[np.ndarray]] = {term: [keys] for term, keys in postings.items()}
@@ -48,17 +58,27 @@ class KeywordIndex:
             self._length[:] = lengths[:size] * self._live
         self._doc_of = np.full(size, -1, dtype=np.int64)  # rowid -> its live doc, -1 for none
         self._doc_of[rowids] = rowids
+        self._spaces: dict[str, int] = {}  # namespace -> its number
+        codes = np.array([self._spaces.setdefault(name, len(self._spaces)) for name in namespaces], dtype=np.int32)
+        self._space = np.full(size, -1, dtype=np.int32)  # doc -> its namespace's number
+        self._space[rowids] = codes
+        self._rows_in = np.bincount(codes, minlength=len(self._spaces)).astype(np.float64)  # FTS5's N, by namespace
+        self._tokens_in = np.bincount(codes, weights=self._length[rowids], minlength=len(self._spaces))
         self._docs = size  # internal numbers handed out
         self._dead = 0  # dead docs still in the postings
-        self.rows, self.tokens = len(rowids), float(self._length.sum())  # FTS5's N, and their tokens
+        self.rows, self.tokens = len(rowids), float(self._length.sum())  # over every namespace
 
-    def add(self, docs: Iterable[tuple[int, Sequence[tuple[str, int, int]]]]) -> None:
-        """Rows and their token instances (term, column, offset), replacing any earlier version of each row."""
+    def add(self, docs: Iterable[tuple[int, str, Sequence[tuple[str, int, int]]]]) -> None:
+        """Rows, each with its namespace and token instances (term, column, offset), replacing any earlier version
+        of each row."""
         fresh: dict[str, list[int]] = {}
-        for rowid, instances in docs:
+        for rowid, namespace, instances in docs:
             self.remove(rowid)
             doc = self._grow()
             self._rowid[doc], self._length[doc], self._live[doc] = rowid, len(instances), True
+            space = self._space[doc] = self._number(namespace)
+            self._rows_in[space] += 1
+            self._tokens_in[space] += len(instances)
             if rowid >= len(self._doc_of):
                 grown = np.full(max(2 * len(self._doc_of), rowid + 1), -1, dtype=np.int64)
                 grown[: len(self._doc_of)] = self._doc_of
@@ -83,6 +103,8 @@ class KeywordIndex:
         if doc >= 0:
             self._doc_of[rowid] = -1
             self.rows, self.tokens = self.rows - 1, self.tokens - self._length[doc]
+            self._rows_in[self._space[doc]] -= 1
+            self._tokens_in[self._space[doc]] -= self._length[doc]
             self._live[doc], self._length[doc] = False, 0.0
             self._dead += 1
             if self._dead > 1024 and self._dead > self.rows // 4:
@@ -104,22 +126,29 @@ class KeywordIndex:
         counts = np.diff(np.r_[starts, len(docs)]).astype(np.float64)
         return docs[starts], counts
 
+    def rows_in(self, namespace: str) -> int:
+        """The namespace's rows: FTS5's N for a store holding only them."""
+        space = self._spaces.get(namespace)
+        return 0 if space is None else int(self._rows_in[space])
+
     def search(
-        self, phrases: Sequence[Sequence[str]], required: Sequence[bool], limit: int | None
+        self, namespace: str, phrases: Sequence[Sequence[str]], required: Sequence[bool], limit: int | None
     ) -> tuple[list[tuple[int, float]], int]:
-        """(rowid, BM25 score) of the best `limit` (all when None) docs holding a `required` phrase, scored over
-        every phrase, as FTS5 scores `required OR ...` when the rest are ORed in beside them; ties by rowid. Also
-        how many docs matched."""
-        if self.rows == 0:
+        """(rowid, BM25 score) of the best `limit` (all when None) docs of `namespace` holding a `required` phrase,
+        scored over every phrase, as FTS5 scores `required OR ...` when the rest are ORed in beside them, in a
+        store of the namespace's rows alone; ties by rowid. Also how many docs matched."""
+        space = self._spaces.get(namespace)
+        if space is None or self._rows_in[space] == 0:
             return [], 0
-        average = self.tokens / self.rows
+        rows = self._rows_in[space]
+        average = self._tokens_in[space] / rows
         scores = np.zeros(self._docs, dtype=np.float64)
         matched = np.zeros(self._docs, dtype=bool)
         for phrase, needed in zip(phrases, required, strict=True):
-            docs, freq = self.hits(phrase)
+            docs, freq = self._hits_in(space, phrase)
             if not len(docs):
                 continue
-            idf = max(math.log((self.rows - len(docs) + 0.5) / (len(docs) + 0.5)), IDF_FLOOR)
+            idf = max(math.log((rows - len(docs) + 0.5) / (len(docs) + 0.5)), IDF_FLOOR)
             norm = K1 * (1.0 - B + B * self._length[docs] / average)
             scores[docs] += idf * freq * (K1 + 1.0) / (freq + norm)
             if needed:
@@ -133,12 +162,29 @@ class KeywordIndex:
         order = np.lexsort((rowids, -scores[found]))[:limit]
         return [(int(rowids[i]), float(scores[found[i]])) for i in order], int(matched.sum())
 
-    def document_count(self, phrase: Sequence[str]) -> int:
-        return len(self.hits(phrase)[0])
+    def document_count(self, phrase: Sequence[str], namespace: str | None = None) -> int:
+        """How many live docs hold `phrase`: of `namespace`, or of every namespace when None."""
+        if namespace is None:
+            return len(self.hits(phrase)[0])
+        space = self._spaces.get(namespace)
+        return 0 if space is None else len(self._hits_in(space, phrase)[0])
+
+    def _hits_in(self, space: int, phrase: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        docs, freq = self.hits(phrase)
+        own = self._space[docs] == space
+        return docs[own], freq[own]
+
+    def _number(self, namespace: str) -> int:
+        space = self._spaces.get(namespace)
+        if space is None:
+            space = self._spaces[namespace] = len(self._spaces)
+            self._rows_in = np.append(self._rows_in, 0.0)
+            self._tokens_in = np.append(self._tokens_in, 0.0)
+        return space
 
     def nbytes(self) -> int:
         postings = sum(chunk.nbytes for chunks in self._chunks.values() for chunk in chunks)
-        return postings + sum(a.nbytes for a in (self._rowid, self._length, self._live, self._doc_of))
+        return postings + sum(a.nbytes for a in (self._rowid, self._length, self._live, self._doc_of, self._space))
 
     def _instances(self, token: str) -> np.ndarray:
         chunks = self._chunks.get(token)
@@ -154,6 +200,7 @@ class KeywordIndex:
             self._rowid = np.resize(self._rowid, size)
             self._length = np.concatenate([self._length, np.zeros(size - len(self._length))])
             self._live = np.concatenate([self._live, np.zeros(size - len(self._live), dtype=bool)])
+            self._space = np.concatenate([self._space, np.full(size - len(self._space), -1, dtype=np.int32)])
         self._docs += 1
         return self._docs - 1
 

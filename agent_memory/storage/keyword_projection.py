@@ -37,7 +37,7 @@ _INSTANCES_SQL = (  # each token with all its instances as doc << 32 | column <<
     "GROUP BY term"
 )
 _CHANGES_SQL = (  # the memories changed past a seq, each once, in the order of their last change; at most LIMIT
-    "SELECT c.last, m.rowid IS NOT NULL, m.content, m.keywords, c.row FROM (SELECT row, max(seq) AS last "
+    "SELECT c.last, m.rowid IS NOT NULL, m.content, m.keywords, c.row, m.namespace FROM (SELECT row, max(seq) AS last "
     "FROM keyword_changes WHERE seq > ? GROUP BY row) AS c LEFT JOIN memories m ON m.rowid = c.row ORDER BY c.last "
     "LIMIT ?"
 )
@@ -50,8 +50,8 @@ one step (16 LongMemEval turns: about 6 ms on an idle core) where it waited for 
 class KeywordQuery:
     """What keyword_search asks: memories of `namespace` holding any of `terms`, the best `limit`. Words held by
     more than `share` of the memories (and by more than `least`) are common: a memory holding only those is not
-    ranked (recall_records._keyword_plan). The best `overfetch` x `limit` are ranked before the namespace and
-    status cut; `weighted` asks for the sleep job's keyword weights."""
+    ranked (recall_records._keyword_plan); both counts are the namespace's. The best `overfetch` x `limit` of the
+    namespace are ranked before the status cut; `weighted` asks for the sleep job's keyword weights."""
 
     namespace: str
     terms: tuple[str, ...]
@@ -116,6 +116,16 @@ class KeywordProjection:
         self.start()
         assert self._built is not None
         await asyncio.shield(self._built)
+
+    async def caught_up(self) -> None:
+        """Until a search is answered here, not by FTS5: built (or built again, after a bulk ingest) and holding
+        every committed change. A benchmark asks this before its questions: FTS5's statistics are the whole
+        store's, the projection's the namespace's, so the two rank a store of many namespaces differently."""
+        while True:
+            await self.wait()
+            await self.catch_up()
+            if self.ready:
+                return
 
     async def search(self, query: KeywordQuery) -> Matches | None:
         """The best `query.limit` active memories of its namespace holding any of its terms, as keyword_search's
@@ -237,14 +247,16 @@ class KeywordProjection:
         db.execute("BEGIN")
         try:
             seq = db.execute("SELECT coalesce(max(seq), 0) FROM keyword_changes").fetchone()[0]
-            rowids = np.array([r[0] for r in db.execute("SELECT rowid FROM memories ORDER BY rowid")], dtype=np.int64)
+            rows = db.execute("SELECT rowid, namespace FROM memories ORDER BY rowid").fetchall()
+            rowids = np.array([rowid for rowid, _ in rows], dtype=np.int64)
             for term, keys in db.execute(_INSTANCES_SQL):
                 if self._closed:  # the store is closing: a command that asked once need not wait for the build
                     raise ClosedError("KeywordProjection")
                 postings[term] = np.sort(np.fromstring(keys, dtype=np.int64, sep=","))
         finally:
             db.execute("COMMIT")
-        self._index, self._seq, self._pruned = KeywordIndex(rowids, postings), seq, 0
+        self._index = KeywordIndex(rowids, postings, [namespace for _, namespace in rows])
+        self._seq, self._pruned = seq, 0
         self.build_seconds = time.perf_counter() - started
         log.info(
             "keyword index: %d memories, %.1f MB, built in %.2f s",
@@ -270,11 +282,12 @@ class KeywordProjection:
         rows = db.execute(_CHANGES_SQL, (self._seq, most)).fetchall()
         if not rows:
             return False
-        present = [(row, content or "", keywords or "") for _, exists, content, keywords, row in rows if exists]
-        for _, exists, _, _, row in rows:
+        present = [(row, content or "", keywords or "") for _, exists, content, keywords, row, _ in rows if exists]
+        namespaces = {row: namespace for _, exists, _, _, row, namespace in rows if exists}
+        for _, exists, _, _, row, _ in rows:
             if not exists:
                 self._index.remove(row)
-        self._index.add(self._tokenizer.rows(present))
+        self._index.add((row, namespaces[row], instances) for row, instances in self._tokenizer.rows(present))
         self._seq = max(r[0] for r in rows)
         return len(rows) == most
 
@@ -290,14 +303,14 @@ class KeywordProjection:
             return Matches([], weights)
         required = [True] * len(phrases)
         if query.share < 1.0 and len(phrases) > 1:
-            cut = max(query.least, int(query.share * self._index.rows))
-            rare = [self._index.document_count(p) <= cut for p in phrases]
+            cut = max(query.least, int(query.share * self._index.rows_in(query.namespace)))
+            rare = [self._index.document_count(p, query.namespace) <= cut for p in phrases]
             if any(rare) and not all(rare):
                 required = rare
-        ranked, total = self._index.search(phrases, required, query.overfetch * limit)
+        ranked, total = self._index.search(query.namespace, phrases, required, query.overfetch * limit)
         rows = self._filter(ranked, query.namespace)
-        if len(rows) < limit and total > len(ranked):  # other namespaces or inactive memories crowded the cut
-            rows = self._filter(self._index.search(phrases, required, None)[0], query.namespace)
+        if len(rows) < limit and total > len(ranked):  # inactive memories crowded the cut
+            rows = self._filter(self._index.search(query.namespace, phrases, required, None)[0], query.namespace)
         return Matches(rows[:limit], weights)
 
     def _weights(self, namespace: str, terms: Sequence[str]) -> dict[str, float]:

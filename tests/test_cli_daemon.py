@@ -119,6 +119,7 @@ def test_commands_go_through_the_daemon(daemon: Daemon, capsys: pytest.CaptureFi
     assert code == 0 and stats["pid"] == daemon.proc.pid  # answered by the daemon, not opened here
     assert stats["switch_interval_ms"] == 0.5  # serve.switch_interval, in force while it serves
     assert stats["records"]["turns"] == 54
+    assert stats["keyword_index"]["state"] in ("building", "ready")  # started with the daemon, before any search
     code, out, _ = daemon.cli(capsys, "search", QUERY, "-k", "2", "--json")
     hits = json.loads(out)
     assert code == 0 and "48:37" in hits[0]["content"] and set(hits[0]["layers"]) >= {"keyword", "semantic"}

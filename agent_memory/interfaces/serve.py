@@ -180,6 +180,8 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
 
 async def _serve(config: Config, host: str, port: int) -> None:
     async with MemoryManager.open(config) as manager:
+        if manager.records.keyword_index is not None:  # built now, not at the first search: FTS5, which answers
+            manager.records.keyword_index.start()  # until then, counts BM25's statistics over every namespace
         token = load_or_create_token(config.data_dir)
         schedule = SleepSchedule(manager, config)
         app = create_app(

@@ -171,6 +171,8 @@ class KeywordIndex:
 
     def _hits_in(self, space: int, phrase: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         docs, freq = self.hits(phrase)
+        if self._rows_in[space] == self.rows:  # every live doc is the namespace's: nothing to filter
+            return docs, freq
         own = self._space[docs] == space
         return docs[own], freq[own]
 

@@ -523,6 +523,10 @@ def test_each_namespace_counts_its_own_rows_and_tokens() -> None:
     assert index.search("elsewhere", [["porto"]], [True], 5) == ([], 0)
     assert [rowid for rowid, _ in index.search("work", [["porto"]], [True], 5)[0]] == [1]
     assert index.document_count(["porto"], "work") == 1 and index.document_count(["porto"], "home") == 0
+    index.add([(3, "home", [("porto", 0, 0), ("porto", 0, 1)])])  # a rowid SQLite reused, in another namespace
+    assert (index.rows_in("work"), index.rows_in("home")) == (1, 1)
+    assert index._tokens_in[index._spaces["work"]] == 1 and index._tokens_in[index._spaces["home"]] == 2
+    assert [rowid for rowid, _ in index.search("home", [["porto"]], [True], 5)[0]] == [3]
 
 
 async def test_caught_up_waits_for_the_build_again_after_a_bulk_ingest(records: SqliteRecords) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.bench.folds import compare, stores_apart
-from agent_memory.bench.harness import Scores, ablation_configs, format_report, run_bench
+from agent_memory.bench.harness import PLAIN_BM25, Scores, ablation_configs, against_plain, format_report, run_bench
 from agent_memory.bench.questions import Question, locomo_questions, longmemeval_questions
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
@@ -148,6 +148,14 @@ async def test_harness_scores_the_tiny_dataset(manager: MemoryManager, locomo_fi
     marathon = next(line for line in lines if line["question_id"] == "tiny-1:2")
     assert marathon["ranked"][0] == ["session_2", 0] == marathon["gold"][0]
     assert "budget 2048: recall 1.000" in format_report(report)
+    versus = report["against_bm25"]["2048"]  # plain BM25 on the same store finds the whole conversation too
+    assert versus["n"] == 3 and versus["plain_bm25"] == 1.0 and versus["delta"] == 0.0
+    assert versus["bm25_finds_more"] == versus["finds_more"] == 0
+    assert report["against_bm25"]["40"]["n"] == 3
+    assert manager.config.retrieval == RetrievalConfig.model_validate(report["retrieval_config"])  # put back
+    assert "against plain BM25 on this store (the keyword layer alone): 1.000, difference +0.000" in format_report(
+        report
+    )
 
 
 async def test_a_store_per_conversation_is_compared_question_by_question_with_the_shared_store(
@@ -220,3 +228,26 @@ async def test_the_lifecycle_lets_a_job_stopped_at_its_budget_catch_up(
         assert life["catch_up_runs"] >= 2 and digest["deferred"] is False, life
         for namespace in await manager.records.memory_namespaces():
             assert await manager.records.undigested(namespace, limit=10) == ([], None)
+
+
+def test_against_plain_bm25_pairs_each_question_with_its_own_bm25_figure() -> None:
+    """The headline questions only, paired by question and grouped by conversation; counts each way."""
+    ours, plain = Scores(), Scores()
+    cases = [  # (conversation, category, our recall's gold found, BM25's)
+        ("conv-1", "single-hop", True, True),
+        ("conv-1", "multi-hop", True, False),
+        ("conv-2", "temporal", False, True),
+        ("conv-2", "adversarial", False, True),  # outside the headline: not counted
+    ]
+    for n, (conversation, category, found, bm25_found) in enumerate(cases):
+        gold = frozenset({(conversation, "s", n)})
+        question = Question(f"{conversation}:{n}", category, "?", conversation, None, gold)  # type: ignore[arg-type]
+        ours.add(question, [], set(gold) if found else set(), 10)
+        plain.add(question, [], set(gold) if bm25_found else set(), 10)
+    versus = against_plain(ours, plain, ["single-hop", "multi-hop", "temporal"])
+    assert versus["n"] == 3 and versus["plain_bm25"] == round(2 / 3, 4)
+    assert (versus["bm25_finds_more"], versus["finds_more"]) == (1, 1)
+    assert versus["delta"] == 0.0 and versus["interval"][0] < 0 < versus["interval"][1]
+    assert set(PLAIN_BM25) <= set(RetrievalConfig.model_fields)  # each a real setting (model_copy checks none)
+    plain_config = RetrievalConfig.model_validate(RetrievalConfig().model_dump() | PLAIN_BM25)
+    assert plain_config.keyword_weight == 1.0 and plain_config.semantic_weight == 0.0

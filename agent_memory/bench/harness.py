@@ -20,7 +20,7 @@ from itertools import groupby, islice
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent_memory.bench.bootstrap import interval
+from agent_memory.bench.bootstrap import interval, paired_interval
 from agent_memory.bench.datasets import READERS
 from agent_memory.bench.questions import Question, TurnKey, locomo_questions, longmemeval_questions
 from agent_memory.cognition.context import pack
@@ -34,6 +34,21 @@ QUESTIONS: dict[str, Callable[[Path], Iterator[Question]]] = {
 }
 RECALL_AT = (1, 5, 10, 20)
 HEADLINE = {"locomo": ("multi-hop", "temporal", "open-domain", "single-hop")}  # category 5 reported apart
+PLAIN_BM25: dict[str, Any] = {  # the keyword layer alone: FTS5's BM25 over the memories, no other layer or signal
+    "semantic_weight": 0.0,
+    "context_search": False,
+    "grep_weight": 0.0,
+    "time_layer_weight": 0.0,
+    "graph_weight": 0.0,
+    "session_weight": 0.0,
+    "user_weight": 0.0,
+    "mood_weight": 0.0,
+    "decay_weight": 0.0,
+    "time_boost": 0.0,
+    "time_penalty": 1.0,
+}
+"""Issue #22's floor: the configuration is never to score below its own keyword layer alone. Every `bench` run asks
+the questions this way too, on the same store, and reports the difference question by question."""
 
 
 @dataclass
@@ -72,6 +87,30 @@ class Scores:
         if wanted is not None:  # the headline leaves categories out: every question pooled too
             summary["all_categories"] = _mean(self.rows) | _spread(self.rows)
         return summary
+
+
+def against_plain(system: Scores, plain: Scores, headline: Iterable[str] | None) -> dict[str, Any]:
+    """The configuration's recall against plain BM25's (PLAIN_BM25) on the same questions, headline categories only:
+    the paired difference with its 95% interval (conversations, then their questions), and for how many questions
+    each finds more of the evidence."""
+    wanted = set(headline) if headline else None
+    pairs = [(a, b) for a, b in zip(system.rows, plain.rows, strict=True) if wanted is None or a["category"] in wanted]
+    after: dict[str, list[float]] = {}
+    before: dict[str, list[float]] = {}
+    for ours, theirs in pairs:
+        after.setdefault(ours["conversation"], []).append(float(ours["recall"]))
+        before.setdefault(ours["conversation"], []).append(float(theirs["recall"]))
+    if not pairs:
+        return {"n": 0}
+    delta, low, high = paired_interval(after, before)
+    return {
+        "n": len(pairs),
+        "plain_bm25": round(statistics.fmean(float(b["recall"]) for _, b in pairs), 4),
+        "delta": round(delta, 4),
+        "interval": [round(low, 4), round(high, 4)],
+        "bm25_finds_more": sum(b["recall"] > a["recall"] for a, b in pairs),
+        "finds_more": sum(a["recall"] > b["recall"] for a, b in pairs),
+    }
 
 
 def _mean(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -286,6 +325,12 @@ async def run_bench(
     report["query_ms"] = {"p50": round(statistics.median(latencies), 1), "mean": round(statistics.fmean(latencies), 1)}
     report["budgets"] = {str(b): s.summary(headline) for b, s in scores.items()}
     progress(f"answered {len(questions)} questions, median {report['query_ms']['p50']} ms")
+    manager.configure_retrieval(base.model_copy(update=PLAIN_BM25))
+    try:
+        plain, _ = await ask(manager, questions, budgets=budgets)
+    finally:
+        manager.configure_retrieval(base)
+    report["against_bm25"] = {str(b): against_plain(scores[b], plain[b], headline) for b in budgets}
     if ablate:
         report["ablation"] = {}
         for name, config in ablation_configs(base):
@@ -350,6 +395,14 @@ def format_report(report: dict[str, Any]) -> str:
                 "    by conversation: "
                 + "  ".join(f"{g} {r:.3f}" for g, r in folds.items())
                 + f"  (spread {max(folds.values()) - min(folds.values()):.3f})"
+            )
+        versus = report.get("against_bm25", {}).get(budget, {})
+        if versus.get("n"):
+            low, high = versus["interval"]
+            lines.append(
+                f"    against plain BM25 on this store (the keyword layer alone): {versus['plain_bm25']:.3f}, "
+                f"difference {versus['delta']:+.3f} [{low:+.3f}, {high:+.3f}]; BM25 finds more of the evidence "
+                f"for {versus['bm25_finds_more']} of {versus['n']} questions, this configuration for {versus['finds_more']}"
             )
         for category, row in summary["by_category"].items():
             extra = f"  session {row['session_recall']:.3f}" if "session_recall" in row else ""

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory.bench.bootstrap import paired_interval
+from agent_memory.bench.harness import ALONE_OFF
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
@@ -58,17 +59,6 @@ SIXTH = "coding_notes_sixth"  # a sixth project's (firmware), written blind like
 SETS = {"shipped": SHIPPED, "heldout": HELDOUT, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH}
 KINDS = ("literal", "paraphrased")
 NOTES_OWN = ("keyword_evidence", "graph_weight")  # retrieval settings notes' recall takes from notes.*
-ALONE_OFF: dict[str, Any] = {  # everything beside one search layer switched off: that layer's ranking alone
-    "keyword_weight": 0.0,
-    "semantic_weight": 0.0,
-    "grep_weight": 0.0,
-    "time_layer_weight": 0.0,
-    "graph_weight": 0.0,
-    "session_weight": 0.0,
-    "user_weight": 0.0,
-    "mood_weight": 0.0,
-    "decay_weight": 0.0,
-}
 VARIANTS: dict[str, dict[str, Any]] = {
     "shipped defaults": {},
     "before (decay, anchors)": {"decay_weight": 0.05, "event_anchors": True},

@@ -34,9 +34,9 @@ QUESTIONS: dict[str, Callable[[Path], Iterator[Question]]] = {
 }
 RECALL_AT = (1, 5, 10, 20)
 HEADLINE = {"locomo": ("multi-hop", "temporal", "open-domain", "single-hop")}  # category 5 reported apart
-PLAIN_BM25: dict[str, Any] = {  # the keyword layer alone: FTS5's BM25 over the memories, no other layer or signal
+ALONE_OFF: dict[str, Any] = {  # everything beside one search layer switched off: that layer's ranking alone
+    "keyword_weight": 0.0,
     "semantic_weight": 0.0,
-    "context_search": False,
     "grep_weight": 0.0,
     "time_layer_weight": 0.0,
     "graph_weight": 0.0,
@@ -44,6 +44,11 @@ PLAIN_BM25: dict[str, Any] = {  # the keyword layer alone: FTS5's BM25 over the 
     "user_weight": 0.0,
     "mood_weight": 0.0,
     "decay_weight": 0.0,
+}
+PLAIN_BM25: dict[str, Any] = {  # the keyword layer alone: FTS5's BM25 over the memories, no time window's weights
+    **ALONE_OFF,
+    "keyword_weight": 1.0,
+    "context_search": False,
     "time_boost": 0.0,
     "time_penalty": 1.0,
 }

@@ -66,7 +66,7 @@ class KeywordIndex:
         self._tokens_in = np.bincount(codes, weights=self._length[rowids], minlength=len(self._spaces))
         self._docs = size  # internal numbers handed out
         self._dead = 0  # dead docs still in the postings
-        self.rows, self.tokens = len(rowids), float(self._length.sum())  # over every namespace
+        self.rows = len(rowids)  # live docs, over every namespace
 
     def add(self, docs: Iterable[tuple[int, str, Sequence[tuple[str, int, int]]]]) -> None:
         """Rows, each with its namespace and token instances (term, column, offset), replacing any earlier version
@@ -84,7 +84,7 @@ class KeywordIndex:
                 grown[: len(self._doc_of)] = self._doc_of
                 self._doc_of = grown
             self._doc_of[rowid] = doc
-            self.rows, self.tokens = self.rows + 1, self.tokens + len(instances)
+            self.rows += 1
             for term, column, offset in instances:
                 fresh.setdefault(term, []).append((doc << DOC_SHIFT) | (column << COLUMN_BIT) | offset)
         for term, keys in fresh.items():
@@ -102,7 +102,7 @@ class KeywordIndex:
         doc = int(self._doc_of[rowid]) if rowid < len(self._doc_of) else -1
         if doc >= 0:
             self._doc_of[rowid] = -1
-            self.rows, self.tokens = self.rows - 1, self.tokens - self._length[doc]
+            self.rows -= 1
             self._rows_in[self._space[doc]] -= 1
             self._tokens_in[self._space[doc]] -= self._length[doc]
             self._live[doc], self._length[doc] = False, 0.0

@@ -543,3 +543,29 @@ async def test_caught_up_waits_for_the_build_again_after_a_bulk_ingest(records: 
     assert projection.ready and found is not None and len(found.rows) == 5
     (last,) = (await records._fetch("SELECT max(seq) FROM keyword_changes"))[0]
     assert projection._seq == last
+
+
+async def test_in_a_store_of_several_namespaces_the_first_search_waits_for_the_projection(
+    records: SqliteRecords, tmp_path: Path
+) -> None:
+    """A one-shot command's first search, before the projection is built: where another namespace holds memories,
+    FTS5 would count its words too, so the search waits for the build and ranks by the namespace's statistics."""
+    await _insert(records, _corpus(400, random.Random(3)))
+    projection = records.use_keyword_index()
+    assert projection._built is None  # nothing built yet
+    words = ["porto", "melanie's", "kids", "swim"]
+    first = await records.keyword_search("other", words, limit=20)
+    assert projection.ready
+    async with _alone(records, "other", tmp_path) as alone:
+        _same_ranking(first, await alone.keyword_search("other", words, limit=20))
+
+
+async def test_a_projection_that_cannot_be_built_leaves_a_shared_store_to_fts5(tmp_path: Path) -> None:
+    records = await SqliteRecords.open(tmp_path / "memory.db")
+    try:
+        await _insert(records, [("a", "work", "active", "porto", "[]"), ("b", "home", "active", "porto", "[]")])
+        records.path = tmp_path / "missing" / "memory.db"
+        records.use_keyword_index()
+        assert [i for i, _ in await records.keyword_search("work", ["porto"], limit=5)] == ["a"]  # FTS5's answer
+    finally:
+        await records.aclose()

@@ -8,6 +8,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -549,3 +550,59 @@ async def test_a_pasted_document_as_a_query_is_read_off_the_event_loop(
     short = await manager.recall("What did I do yesterday evening with Jo?", now=NOW)
     assert short.window is not None and short.ranked.results[0].memory.memory_id == yesterday[0]
     assert "jo" in short.keywords and set(short.keywords) <= set(recalled.keywords)
+
+
+WORK = [  # three sessions of one project
+    [
+        "Tom moved the Harbor launch to June 3 after the payments review.",
+        "We deploy Harbor from the release branch every Thursday.",
+        "Porto office asked for the Harbor billing export by Friday.",
+    ],
+    [
+        "Maya owns the Postgres migration; Tom reviews it.",
+        "The flaky checkout test fails when the cache is cold.",
+        "Rotate the staging API keys before the launch.",
+    ],
+    [
+        "Tom says the Porto customers want invoices in euros.",
+        "The checkout service times out when Postgres is vacuuming.",
+        "Harbor's launch checklist lives in the ops wiki.",
+    ],
+]
+HOME = [  # another namespace of the same store, saying the same names
+    "Tom and I walked along the river in Porto again.",
+    "Porto was sunny; Tom bought pastries near the market.",
+    "My sister says the launch of her bakery is in June.",
+    "Tom fixed the kitchen tap on Thursday.",
+    "We are planning Porto for the summer, Tom wants the coast.",
+]
+
+
+async def test_a_namespace_ranks_the_same_however_full_the_other_namespaces_are(
+    judging_config: Config, embedder: Embedder, tmp_path: Path
+) -> None:
+    """Namespaces share a store, not a ranking: every layer and signal (BM25's statistics, the walk's entity counts,
+    the save decision's novelty and habituation, the session lift) reads the searched namespace only. So a project's
+    recall is the same in a store of its own as beside another namespace full of the same names and words."""
+
+    async def fill(folder: str, others: int) -> list[list[tuple[str, float]]]:
+        config = judging_config.model_copy(update={"data_dir": tmp_path / folder})
+        async with MemoryManager.open(config, embedder=embedder) as manager:
+            for n in range(others):  # written first
+                said = [f"{text} ({n})" for text in HOME]
+                turns = [TurnInput(f"h{n}", i, text, at=NOW - timedelta(days=40 - n)) for i, text in enumerate(said)]
+                await manager.process_turns([replace(t, namespace="home") for t in turns])
+            for n, said in enumerate(WORK):
+                at = NOW - timedelta(days=9 - 3 * n)
+                turns = [TurnInput(f"w{n}", i, text, at=at + timedelta(minutes=i)) for i, text in enumerate(said)]
+                await manager.process_turns([replace(t, namespace="work") for t in turns])
+            await manager.settle()
+            answers = []
+            for query in ("When does Harbor launch?", "Tom Porto", "what breaks the checkout test", "keys"):
+                recalled = await manager.recall(query, namespace="work", now=NOW)
+                answers.append([(r.memory.content, round(r.score, 9)) for r in recalled.ranked.results])
+            return answers
+
+    alone, beside = await fill("alone", 0), await fill("beside", 6)
+    assert all(answer for answer in alone)
+    assert beside == alone

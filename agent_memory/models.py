@@ -313,6 +313,14 @@ class VectorItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Between:
+    """A `where` value for a numeric payload field: at least `gte` and below `lt` (None leaves that side open)."""
+
+    gte: float | None = None
+    lt: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class VectorHit:
     memory_id: MemoryId
     score: float

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import ModelError, StorageError
-from agent_memory.models import EmotionalContext, GraphStep, Memory, MemoryStatus, Revision, VectorHit
+from agent_memory.models import Between, EmotionalContext, GraphStep, Memory, MemoryStatus, Revision, VectorHit
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.grep import RipgrepJournalSearch
 from agent_memory.storage.outbox import CONTEXT, IMAGE, TEXT
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Hits = list[tuple[str, float]]
 Overlay = Callable[[Mapping[str, Memory], int], dict[str, Memory]]  # rows, the last batch they count
-TIME_LAYER_SCAN = 500  # memories read from a time window before ranking them by similarity
+SUPERSEDED_SCAN = 500  # memories superseded since an as-of time, read to be scored against the query
 RANKED_ON_THE_LOOP = 1_000
 """Up to this many candidates are ranked, packed and named on the event loop (a few ms); more, as a context of a
 hundred thousand tokens or more asks for, on a worker thread: 4,463 took 0.26 s to pack and 0.17 s to rank."""
@@ -153,11 +153,11 @@ class Recall:
         vector = embedded.get("text")
         if vector is None or query.as_of is None or self.settings(query).semantic_weight <= 0:
             return rankings
-        stored = await self.records.superseded_after(query.namespace, query.as_of, limit=TIME_LAYER_SCAN)
+        stored = await self.records.superseded_after(query.namespace, query.as_of, limit=SUPERSEDED_SCAN)
         if not stored:
             return rankings
         limit = query.limit or self.settings(query).candidate_limit
-        extra = await _time_layer(vector, _ready([(i, blob) for i, blob in stored]), limit)
+        extra = _nearest(vector, stored, limit)
         merged = sorted([*rankings.get("semantic", []), *extra], key=lambda hit: -hit[1])[:limit]
         return {**rankings, "semantic": merged}
 
@@ -215,45 +215,38 @@ class Recall:
         config: RetrievalConfig,
     ) -> dict[str, Hits]:
         """One query embedding feeds the semantic layer (each memory's own vector and its context vector) and, when
-        the query names a time, the time layer, whose memories are read while the query is embedded."""
+        the query names a time, the time layer: the memories of the window nearest the query, the whole window
+        searched (the vectors' payload carries each memory's event time)."""
         wanted = config.semantic_weight > 0
         around = wanted and config.context_search and self.config.embedding.context_vectors
         timed = window is not None and config.time_layer_weight > 0
         if not (wanted or timed):
             return {}
-        started = time.perf_counter()
-        inside = None
-        if window is not None and timed:
-            scan = self.records.memories_between(namespace, window.start, window.end, limit=TIME_LAYER_SCAN)
-            inside = asyncio.create_task(scan)
-        try:
-            vector = self.recent(text) if self.recent is not None else None
-            if vector is None:  # a text the write path embedded a moment ago ("embed" is then absent from timings)
-                vector = await _timed(timings, "embed", self.embedder.embed_query(text))
-                if self.embedded is not None:
-                    self.embedded(text, vector)
-            embedded["text"] = vector
-            jobs: list[Awaitable[dict[str, Hits]]] = []
-            where = {"namespace": namespace, "status": "active"}
-            if wanted:
-                search = self.vectors.search(TEXT, vector.tolist(), limit=limit, where=where)
-                jobs.append(_layer(timings, "semantic", _pairs(search)))
-            if around:
-                nearby = self.vectors.search(CONTEXT, vector.tolist(), limit=limit, where=where)
-                jobs.append(_layer(timings, "context", _pairs(nearby)))
-            if inside is not None:
-                jobs.append(_since(timings, "time", started, _time_layer(vector, inside, limit)))
-            rankings: dict[str, Hits] = {}
-            for found in await asyncio.gather(*jobs):
-                rankings.update(found)
-            if "context" in rankings:
-                rankings["semantic"] = _closest(rankings.get("semantic", []), rankings.pop("context"), limit)
-            return rankings
-        finally:
-            if inside is not None and not inside.done():  # the embedding failed or the retrieval was cancelled
-                inside.cancel()
-            elif inside is not None and not inside.cancelled():
-                inside.exception()  # retrieved: a failed read has failed the layer, or its failure is moot
+        vector = self.recent(text) if self.recent is not None else None
+        if vector is None:  # a text the write path embedded a moment ago ("embed" is then absent from timings)
+            vector = await _timed(timings, "embed", self.embedder.embed_query(text))
+            if self.embedded is not None:
+                self.embedded(text, vector)
+        embedded["text"] = vector
+        jobs: list[Awaitable[dict[str, Hits]]] = []
+        where: dict[str, Any] = {"namespace": namespace, "status": "active"}
+        if wanted:
+            search = self.vectors.search(TEXT, vector.tolist(), limit=limit, where=where)
+            jobs.append(_layer(timings, "semantic", _pairs(search)))
+        if around:
+            nearby = self.vectors.search(CONTEXT, vector.tolist(), limit=limit, where=where)
+            jobs.append(_layer(timings, "context", _pairs(nearby)))
+        if timed and window is not None:
+            inside = {**where, "event_at": _span(window)}
+            jobs.append(
+                _layer(timings, "time", _pairs(self.vectors.search(TEXT, vector.tolist(), limit=limit, where=inside)))
+            )
+        rankings: dict[str, Hits] = {}
+        for found in await asyncio.gather(*jobs):
+            rankings.update(found)
+        if "context" in rankings:
+            rankings["semantic"] = _closest(rankings.get("semantic", []), rankings.pop("context"), limit)
+        return rankings
 
     async def _image_layer(self, query: Query, limit: int, timings: dict[str, float]) -> dict[str, Hits]:
         """The image collection, searched with the query image's CLIP vector, or else with the query text through
@@ -420,15 +413,18 @@ async def _read(query: Query, config: RetrievalConfig) -> QueryReading:
     return await asyncio.to_thread(read_query, query.text, now=query.now, config=config)
 
 
-async def _time_layer(vector: np.ndarray, inside: Awaitable[list[tuple[str, bytes | None]]], limit: int) -> Hits:
-    """The memories inside the window (`inside`: their ids and stored vectors), ranked by similarity to the query:
-    what no text match would find."""
-    stored = [(memory_id, blob) for memory_id, blob in await inside if blob is not None]
-    if not stored:
-        return []
+def _nearest(vector: np.ndarray, stored: Sequence[tuple[str, bytes]], limit: int) -> Hits:
+    """The stored vectors (memory id, float32 bytes) nearest the query, by cosine (all are unit length)."""
     similarity = np.frombuffer(b"".join(blob for _, blob in stored), dtype="<f4").reshape(len(stored), -1) @ vector
     scored = [(memory_id, float(score)) for (memory_id, _), score in zip(stored, similarity, strict=True)]
     return sorted(scored, key=lambda s: -s[1])[:limit]
+
+
+def _span(window: TimeWindow) -> Between:
+    """The window as a range of the vectors' `event_at` (seconds since the epoch): [start, end)."""
+    return Between(
+        gte=window.start.timestamp() if window.start else None, lt=window.end.timestamp() if window.end else None
+    )
 
 
 def _known(memory: Memory, as_of: datetime) -> bool:
@@ -446,22 +442,10 @@ def _at_revision(memory: Memory, revision: Revision) -> Memory:
     )
 
 
-async def _ready(value: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
-    return value
-
-
 async def _timed(timings: dict[str, float], name: str, job: Awaitable[T]) -> T:
     started = time.perf_counter()
     try:
         return await job
-    finally:
-        timings[name] = (time.perf_counter() - started) * 1000
-
-
-async def _since(timings: dict[str, float], name: str, started: float, job: Awaitable[Hits]) -> dict[str, Hits]:
-    """A layer that began before its job was awaited (the time layer's read starts with the embedding)."""
-    try:
-        return {name: await job}
     finally:
         timings[name] = (time.perf_counter() - started) * 1000
 

@@ -21,8 +21,11 @@ from agent_memory.cognition.query_reading import read_query
 from agent_memory.cognition.ranking import fuse_layers
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
+from agent_memory.models import VectorItem
 from agent_memory.recall import finalists
+from agent_memory.storage.outbox import TEXT, vector_items
 from agent_memory.storage.recall_records import OWNERS_SQL, WALK_SQL, WALK_WITH
+from agent_memory.storage.rows import migrations
 
 NOW = datetime(2026, 3, 20, 18, 0, tzinfo=UTC)
 
@@ -106,6 +109,63 @@ async def test_an_answer_only_the_time_window_finds(manager: MemoryManager) -> N
     assert results[0].layers["time"].score > 1.0 and results[1].layers["time"].score < 1.0
     plain(manager, time_layer_weight=0.0, time_boost=0.0, time_penalty=1.0)
     assert ids(await manager.retrieve("What did I do yesterday evening with Jo?", k=1, now=NOW)) != yesterday
+
+
+MARCH = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+BUSY_MONTH = [f"Status report {n}: build {n} passed on runner {n % 7} after {n % 13} retries." for n in range(510)]
+
+
+async def pet_in_a_busy_month(manager: MemoryManager) -> tuple[str, str]:
+    """The adoption is the oldest of 511 memories dated March 2026; a kitten adopted in February is outside it."""
+    (puppy,) = await add(manager, "m1", ["I adopted a golden retriever puppy from the shelter."], MARCH)
+    (kitten,) = await add(manager, "f1", ["I adopted a tabby kitten from the shelter."], MARCH - timedelta(days=20))
+    await add(manager, "m2", BUSY_MONTH, MARCH + timedelta(days=1))
+    return puppy, kitten
+
+
+async def test_the_time_layer_searches_its_whole_window(manager: MemoryManager) -> None:
+    """The time layer ranks every memory of the window by similarity, however many the window holds: the puppy is
+    the oldest of 511 March memories (before, the layer read the newest 500 and never saw it), and the kitten,
+    nearer the question but adopted in February, is not in the layer at all."""
+    puppy, kitten = await pet_in_a_busy_month(manager)
+    question = "Which pet joined my family in March 2026?"
+    plain(manager, semantic_weight=0.0, time_layer_weight=0.0)  # no word of the question is in the puppy's memory
+    assert puppy not in ids(await manager.retrieve(question, k=10, now=NOW))
+    plain(manager, semantic_weight=0.0)  # the time layer alone brings candidates
+    assert ids(await manager.retrieve(question, k=3, now=NOW))[0] == puppy
+    found = [r.memory for r in (await manager.recall(question, now=NOW)).ranked.results]
+    assert len(found) == RetrievalConfig().candidate_limit and kitten not in {m.memory_id for m in found}
+    assert all(MARCH <= m.event_at < datetime(2026, 4, 1, tzinfo=UTC) for m in found)
+
+
+async def test_a_store_from_before_migration_0030_gets_each_vectors_event_time(
+    config: Config, embedder: Embedder
+) -> None:
+    """Vectors stored before their payload carried the event time are given it when the store is opened (payload
+    rows through the outbox, applied before the first search), so the time layer finds them; until then it found
+    nothing."""
+    async with MemoryManager.open(config, embedder=embedder) as m:
+        puppy, _ = await pet_in_a_busy_month(m)
+        await m.flush()
+        rows = await m.records.stored_vectors(await m.records.get_memories(list(await m.records.embedded_ids())))
+        old = [
+            VectorItem(i.memory_id, i.vector, {k: v for k, v in i.payload.items() if k != "event_at"})
+            for i in vector_items(rows)
+        ]
+        await m.vectors.upsert(TEXT, old)  # the points as migration 0029 left them
+        plain(m, semantic_weight=0.0)
+        assert await m.retrieve("Which pet joined my family in March 2026?", k=3, now=NOW) == []
+    with sqlite3.connect(Path(config.data_dir) / "memory.db") as db:
+        db.execute("DELETE FROM schema_migrations WHERE version = 30")
+    async with MemoryManager.open(config, embedder=embedder) as m:
+        assert await m.records.schema_version() == len(migrations())
+        plain(m, semantic_weight=0.0)
+        assert ids(await m.retrieve("Which pet joined my family in March 2026?", k=3, now=NOW))[0] == puppy
+        await m.flush()
+        assert (await m.stats())["pending_outbox"] == 0
+    with sqlite3.connect(Path(config.data_dir) / "memory.db") as db:
+        scopes = db.execute("SELECT scope, count(*) FROM outbox WHERE done_at IS NOT NULL GROUP BY scope").fetchall()
+    assert ("payload", len(rows)) in scopes  # one row a memory with a vector, each applied
 
 
 async def test_mood_decides_the_order(manager: MemoryManager) -> None:
@@ -364,7 +424,7 @@ async def test_a_store_from_before_migration_0029_gets_each_entity_rows_namespac
             "DELETE FROM schema_migrations WHERE version = 29;"
         )
     async with MemoryManager.open(config, embedder=embedder) as m:
-        assert await m.records.schema_version() == 29
+        assert await m.records.schema_version() == len(migrations())
         steps = await m.records.structural_neighbours([seed], "default", depth=1, fanout=3)
         assert {(s.memory_id, s.relation) for s in steps} == {(boat, "MENTIONS")}
         (later,) = await add(m, "d", ["Tom painted the fence."], NOW, namespace="home")

@@ -13,7 +13,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from agent_memory.errors import ClosedError, StorageError
-from agent_memory.models import MemoryId, VectorItem
+from agent_memory.models import Between, MemoryId, VectorItem
 from agent_memory.storage.server_vectors import QdrantServerVectors
 from agent_memory.storage.vectors import EdgeVectors
 
@@ -87,6 +87,28 @@ async def test_where_filters_by_namespace_and_status_list(store: Store, text: np
     found = await store.search("text", text[0].tolist(), limit=20, where=where)
     assert {h.memory_id for h in found} == {memory_id(n) for n in range(4)} | {memory_id(20)}
     assert await store.search("text", text[0].tolist(), limit=20, where={"namespace": "carol"}) == []
+
+
+async def test_where_between_keeps_the_points_of_a_range(store: Store, text: np.ndarray) -> None:
+    """A `Between` is a half-open range of a numeric payload field, either side open: the time layer's window over
+    `event_at`. A point without the field is outside every range."""
+    timed = [
+        VectorItem(i.memory_id, i.vector, {**i.payload, "event_at": 1000.0 * n}) for n, i in enumerate(items(text[:10]))
+    ]
+    untimed = [VectorItem(memory_id(30), text[0].tolist(), {"namespace": "alice", "status": "active"})]
+    await store.upsert("text", timed + untimed)
+
+    async def inside(span: Between) -> set[MemoryId]:
+        where = {"namespace": "alice", "status": "active", "event_at": span}
+        return {h.memory_id for h in await store.search("text", text[0].tolist(), limit=20, where=where)}
+
+    assert await inside(Between(gte=2000.0, lt=5000.0)) == {memory_id(n) for n in (2, 3, 4)}
+    assert await inside(Between(gte=8000.0)) == {memory_id(8), memory_id(9)}
+    assert await inside(Between(lt=1000.0)) == {memory_id(0)}
+    assert await inside(Between(gte=2500.0, lt=2600.0)) == set()
+    assert await inside(Between()) == {memory_id(n) for n in range(10)}  # the field, any value
+    await store.set_payload("text", [memory_id(9)], {"event_at": 2100.0})  # a memory's time revised
+    assert await inside(Between(gte=2000.0, lt=3000.0)) == {memory_id(2), memory_id(9)}
 
 
 async def test_search_many_answers_each_vector_as_search_does(store: Store, text: np.ndarray) -> None:

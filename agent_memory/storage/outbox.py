@@ -25,13 +25,14 @@ IMAGE = "image"
 CONTEXT = "context"  # each turn memory with its neighbouring turns (context_vectors.py)
 
 
-def vector_payload(memory: Memory) -> dict[str, str | int]:
+def vector_payload(memory: Memory) -> dict[str, str | int | float]:
     return {
         "namespace": memory.namespace,
         "type": memory.memory_type.value,
         "tier": memory.tier.value,
         "status": memory.status.value,
         "created_at": memory.created_at.isoformat(),
+        "event_at": memory.event_at.timestamp(),  # the time layer's window (a range filter on a float index)
         "generation": memory.generation,
     }
 
@@ -292,16 +293,16 @@ class Projector:
         self.graph_batches += 1
 
     async def _project_payloads(self, memory_ids: Sequence[str]) -> list[MemoryId]:
-        """Set the tier and status of each memory's points, a few calls for a whole batch (grouped by value);
-        returns the memories that are gone."""
+        """Set the tier, status and event time of each memory's points, one call for the memories that share all
+        three; returns the memories that are gone."""
         states = await self._records.payload_states(memory_ids)
-        groups: dict[tuple[str, str, str], list[MemoryId]] = {}
-        for memory_id, tier, status, text, image, context in states:
+        groups: dict[tuple[str, str, str, float], list[MemoryId]] = {}
+        for memory_id, tier, status, event_at, text, image, context in states:
             for collection, present in ((TEXT, text), (IMAGE, image), (CONTEXT, context)):
                 if present:
-                    groups.setdefault((collection, tier, status), []).append(MemoryId(memory_id))
-        for (collection, tier, status), members in groups.items():
-            await self._vectors.set_payload(collection, members, {"tier": tier, "status": status})
+                    groups.setdefault((collection, tier, status, event_at), []).append(MemoryId(memory_id))
+        for (collection, tier, status, event_at), members in groups.items():
+            await self._vectors.set_payload(collection, members, {"tier": tier, "status": status, "event_at": event_at})
         found = {state[0] for state in states}
         return [MemoryId(i) for i in memory_ids if i not in found]
 

@@ -9,14 +9,13 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.errors import ClosedError, StorageError
 from agent_memory.models import GraphStep, Memory
 from agent_memory.storage.keyword_projection import KeywordProjection, KeywordQuery, Matches
-from agent_memory.storage.rows import MEMORY_COLUMNS, memory_row, ts
+from agent_memory.storage.rows import MEMORY_COLUMNS, memory_row
 
 KEYWORD_FLOOR = 1e-3
 """A BM25 score below this matched only words most memories carry (FTS5 gives such a word an IDF of 1e-6: a
@@ -256,17 +255,6 @@ class RecallQueries:
         if not rare or not common:
             return any_of(terms), 1, weights
         return f"({any_of(rare)}) AND ({any_of(rare)} OR {any_of(common)} OR {any_of(common)})", 2, weights
-
-    async def memories_between(
-        self, namespace: str, start: datetime | None, end: datetime | None, *, limit: int
-    ) -> list[tuple[str, bytes | None]]:
-        """Active memories whose event time falls in [start, end), newest first, with their vectors."""
-        rows = await self._fetch(
-            "SELECT memory_id, embedding FROM memories WHERE namespace = ? AND status = 'active' "
-            "AND event_at >= ? AND event_at < ? ORDER BY event_at DESC LIMIT ?",
-            (namespace, ts(start) or "", ts(end) or "9999", limit),
-        )
-        return [(r[0], bytes(r[1]) if r[1] is not None else None) for r in rows]
 
     async def has_images(self, namespace: str) -> bool:
         """Whether the namespace holds an active image memory (a partial index answers it)."""

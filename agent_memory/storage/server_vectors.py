@@ -2,7 +2,8 @@
 
 Same semantics as `EdgeVectors`: one collection per name (`f"{prefix}_{name}"`), cosine distance, ids are canonical
 lowercase UUID strings, a hit's score is the cosine similarity, upsert replaces, `where` is exact match (a list
-value means any of). `namespace` carries a tenant keyword index, so one collection can hold many namespaces.
+value means any of; a `Between`, a range of numbers). `namespace` carries a tenant keyword index, so one collection
+can hold many namespaces.
 """
 
 from __future__ import annotations
@@ -14,18 +15,22 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient, models
 
 from agent_memory.errors import AgentMemoryError, ClosedError, StorageError
-from agent_memory.models import MemoryId, Vector, VectorHit, VectorItem
-from agent_memory.storage.vectors import BATCH_SIZE, DEFAULT_DIMENSIONS, KEYWORD_FIELDS, batches, point_id
+from agent_memory.models import Between, MemoryId, Vector, VectorHit, VectorItem
+from agent_memory.storage.vectors import BATCH_SIZE, DEFAULT_DIMENSIONS, FLOAT_FIELDS, KEYWORD_FIELDS, batches, point_id
 
 TENANT_INDEX = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
 
 
 def server_filter(where: Mapping[str, Any] | None) -> models.Filter | None:
-    """Payload key -> exact value, all must match; a list (or tuple, set) value matches any of its items."""
+    """Payload key -> exact value, all must match; a list (or tuple, set) value matches any of its items, and a
+    `Between` a range of numbers."""
     if not where:
         return None
     conditions: list[models.Condition] = []
     for key, value in where.items():
+        if isinstance(value, Between):
+            conditions.append(models.FieldCondition(key=key, range=models.Range(gte=value.gte, lt=value.lt)))
+            continue
         many = isinstance(value, list | tuple | set | frozenset)
         match = models.MatchAny(any=list(value)) if many else models.MatchValue(value=value)
         conditions.append(models.FieldCondition(key=key, match=match))
@@ -98,12 +103,20 @@ class QdrantServerVectors:
             raise StorageError(f"Qdrant server {op} failed: {exc}") from exc
 
     async def ensure_collections(self) -> None:
-        """Create every missing collection (cosine) with its keyword payload indexes."""
+        """Create every missing collection (cosine) with its payload indexes, and the float indexes a collection made
+        before them lacks."""
         for collection in self._dimensions:
             name = self._name(collection)
             with self._guard(f"creation of {name!r}"):
                 if not await self._client.collection_exists(name):
                     await self._create(collection)
+                elif not is_local(self._client):
+                    indexed = (await self._client.get_collection(name)).payload_schema
+                    for field in FLOAT_FIELDS:
+                        if field not in indexed:
+                            await self._client.create_payload_index(
+                                name, field, models.PayloadSchemaType.FLOAT, wait=True
+                            )
 
     async def _create(self, collection: str) -> None:
         name = self._name(collection)
@@ -114,6 +127,8 @@ class QdrantServerVectors:
         await self._client.create_payload_index(name, "namespace", field_schema=TENANT_INDEX, wait=True)
         for field in KEYWORD_FIELDS:
             await self._client.create_payload_index(name, field, models.PayloadSchemaType.KEYWORD, wait=True)
+        for field in FLOAT_FIELDS:
+            await self._client.create_payload_index(name, field, models.PayloadSchemaType.FLOAT, wait=True)
 
     async def upsert(self, collection: str, items: Sequence[VectorItem]) -> None:
         """Insert or replace points, in batches of BATCH_SIZE; the same id twice leaves one point."""

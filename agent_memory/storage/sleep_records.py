@@ -75,17 +75,28 @@ class SleepQueries:
                 [(m, ts(now)) for m, _ in tiers],
             )
 
-    async def payload_states(self, memory_ids: Sequence[str]) -> list[tuple[str, str, str, bool, bool, bool]]:
-        """(memory_id, tier, status, has a text vector, has an image vector, has a context vector) of each memory
-        still there."""
+    async def payload_states(self, memory_ids: Sequence[str]) -> list[tuple[str, str, str, float, bool, bool, bool]]:
+        """(memory_id, tier, status, event time in seconds since the epoch, has a text vector, has an image vector,
+        has a context vector) of each memory still there."""
         marks = ",".join("?" * len(memory_ids))
         rows = await self._fetch(
-            "SELECT memory_id, tier, status, embedding IS NOT NULL, image_embedding IS NOT NULL, "
+            "SELECT memory_id, tier, status, event_at, embedding IS NOT NULL, image_embedding IS NOT NULL, "
             "EXISTS (SELECT 1 FROM context_vectors AS c WHERE c.memory_id = m.memory_id) FROM memories AS m "
             f"WHERE memory_id IN ({marks})",
             memory_ids,
         )
-        return [(str(r[0]), str(r[1]), str(r[2]), bool(r[3]), bool(r[4]), bool(r[5])) for r in rows]
+        return [
+            (
+                str(r[0]),
+                str(r[1]),
+                str(r[2]),
+                datetime.fromisoformat(r[3]).timestamp(),
+                bool(r[4]),
+                bool(r[5]),
+                bool(r[6]),
+            )
+            for r in rows
+        ]
 
     async def tier_counts(self) -> dict[str, int]:
         rows = await self._fetch("SELECT tier, count(*) FROM memories WHERE status = 'active' GROUP BY tier")

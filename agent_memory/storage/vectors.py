@@ -38,18 +38,20 @@ from qdrant_edge import (
     Query,
     QueryBatchRequest,
     QueryRequest,
+    RangeFloat,
     ScrollRequest,
     UpdateOperation,
 )
 
 from agent_memory.errors import AgentMemoryError, ClosedError, StorageError
-from agent_memory.models import MemoryId, Vector, VectorHit, VectorItem
+from agent_memory.models import Between, MemoryId, Vector, VectorHit, VectorItem
 
 T = TypeVar("T")
 DEFAULT_DIMENSIONS: Mapping[str, int] = MappingProxyType({"text": 384, "image": 512, "context": 384})
 BATCH_SIZE = 1_000
 TENANT_FIELD = "namespace"
 KEYWORD_FIELDS = ("type", "tier", "status")
+FLOAT_FIELDS = ("event_at",)  # when a memory happened, in seconds since the epoch: the time layer's window
 
 
 def point_id(memory_id: str) -> str:
@@ -65,11 +67,15 @@ def batches(items: Sequence[T], size: int = BATCH_SIZE) -> Iterable[Sequence[T]]
 
 
 def edge_filter(where: Mapping[str, Any] | None) -> Filter | None:
-    """Payload key -> exact value, all must match; a list (or tuple, set) value matches any of its items."""
+    """Payload key -> exact value, all must match; a list (or tuple, set) value matches any of its items, and a
+    `Between` a range of numbers."""
     if not where:
         return None
     conditions: list[Any] = []
     for key, value in where.items():
+        if isinstance(value, Between):
+            conditions.append(FieldCondition(key, range=RangeFloat(gte=value.gte, lt=value.lt)))
+            continue
         match = MatchAny(list(value)) if isinstance(value, list | tuple | set | frozenset) else MatchValue(value)
         conditions.append(FieldCondition(key, match=match))
     return Filter(must=conditions)
@@ -150,6 +156,9 @@ class EdgeVectors:
         for field in KEYWORD_FIELDS:
             if field not in present:
                 shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+        for field in FLOAT_FIELDS:
+            if field not in present:
+                shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Float))
 
     def _upsert_sync(self, name: str, items: Sequence[VectorItem]) -> None:
         self._shard(name).update(UpdateOperation.upsert_points([edge_point(item) for item in items]))

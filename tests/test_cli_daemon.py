@@ -11,14 +11,16 @@ import os
 import select
 import signal
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -67,19 +69,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     config = root / "keep_all.toml"
     config.write_text("[save]\nkeep_all = true\n", encoding="utf-8")
     data_dir = root / "mem"
-    command = [
-        sys.executable,
-        "-m",
-        "agent_memory.interfaces.cli",
-        "--data-dir",
-        str(data_dir),
-        "--config",
-        str(config),
-    ]
     with (root / "daemon.err").open("w+") as err:
-        proc = subprocess.Popen(
-            [*command, "serve", "--port", "0"], stdout=subprocess.PIPE, stderr=err, text=True, cwd=root
-        )
+        proc = _serve(data_dir, config, err, root)
         try:
             yield Daemon(proc, data_dir, config, _served_url(proc))
         finally:
@@ -90,6 +81,19 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
             proc.stdout.close()
             err.seek(0)
             sys.stderr.write(err.read())  # shown by pytest when a test fails
+
+
+def _serve(data_dir: Path, config: Path, err: IO[str], cwd: Path) -> subprocess.Popen[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "agent_memory.interfaces.cli",
+        "--data-dir",
+        str(data_dir),
+        "--config",
+        str(config),
+    ]
+    return subprocess.Popen([*command, "serve", "--port", "0"], stdout=subprocess.PIPE, stderr=err, text=True, cwd=cwd)
 
 
 def _served_url(proc: subprocess.Popen[str]) -> str:
@@ -336,3 +340,38 @@ def test_the_same_search_opens_the_store_once_the_daemon_stops(
     assert "48:37" in direct[0]["content"]
     code, out, _ = daemon.cli(capsys, "stats", "--json")
     assert code == 0 and json.loads(out)["pid"] == os.getpid()
+
+
+def test_a_daemon_builds_at_once_an_index_on_the_reindex_list(daemon: Daemon) -> None:
+    """A collection on the re-index list (migration 0030 puts there every collection whose points' payloads it
+    rewrote: sleep/index.py) is built when the daemon starts, not at the index job's first interval an hour later.
+    The daemon of the tests above has stopped; this one serves the same store."""
+    assert daemon.proc.poll() is not None
+    store = daemon.data_dir / "memory.db"
+    with sqlite3.connect(store) as db:
+        db.execute("INSERT INTO vector_reindex (collection, reason) VALUES ('text', 'a test')")
+    with (daemon.data_dir.parent / "again.err").open("w+") as err:
+        proc = _serve(daemon.data_dir, daemon.config, err, daemon.data_dir.parent)
+        try:
+            _served_url(proc)
+            deadline = time.monotonic() + 60
+            runs: list[tuple[str, str]] = []
+            while not runs and time.monotonic() < deadline:
+                time.sleep(0.2)
+                with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+                    runs = db.execute(
+                        "SELECT status, counts FROM job_runs WHERE job = 'index' AND status <> 'running'"
+                    ).fetchall()
+                    left = db.execute("SELECT count(*) FROM vector_reindex").fetchone()[0]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+            assert proc.stdout is not None
+            proc.stdout.close()
+    assert runs, "no index job ran in the daemon's first minute"
+    status, counts = runs[0]
+    assert (
+        status == "ok"
+        and json.loads(counts)["text"] | {"built": True, "wanted": "a test"} == json.loads(counts)["text"]
+    )
+    assert left == 0

@@ -107,7 +107,7 @@ async def test_where_between_keeps_the_points_of_a_range(store: Store, text: np.
     assert await inside(Between(lt=1000.0)) == {memory_id(0)}
     assert await inside(Between(gte=2500.0, lt=2600.0)) == set()
     assert await inside(Between()) == {memory_id(n) for n in range(10)}  # the field, any value
-    await store.set_payload("text", [memory_id(9)], {"event_at": 2100.0})  # a memory's time revised
+    await store.set_payloads("text", [(memory_id(9), {"event_at": 2100.0})])  # a memory's time revised
     assert await inside(Between(gte=2000.0, lt=3000.0)) == {memory_id(2), memory_id(9)}
 
 
@@ -135,11 +135,20 @@ async def test_delete_removes_points(store: Store, text: np.ndarray) -> None:
     assert memory_id(0) not in {h.memory_id for h in hits}
 
 
-async def test_set_payload_changes_fields_and_keeps_the_vector(store: Store, text: np.ndarray) -> None:
+async def test_set_payloads_changes_each_points_fields_and_keeps_the_vector(store: Store, text: np.ndarray) -> None:
     await store.upsert("text", items(text[:4]))
-    await store.set_payload("text", [memory_id(0), memory_id(1)], {"tier": "cold", "status": "merged"})
-    cold = await store.search("text", text[0].tolist(), limit=10, where={"tier": "cold"})
-    assert [h.memory_id for h in cold] == [memory_id(0), memory_id(1)] and cold[0].score == pytest.approx(1.0, abs=1e-5)
+    cold = {"tier": "cold", "status": "merged"}
+    await store.set_payloads(
+        "text", [(memory_id(0), {**cold, "event_at": 1.0}), (memory_id(1), {**cold, "event_at": 2.0})]
+    )
+    cold_hits = await store.search("text", text[0].tolist(), limit=10, where={"tier": "cold"})
+    assert [h.memory_id for h in cold_hits] == [memory_id(0), memory_id(1)]
+    assert cold_hits[0].score == pytest.approx(1.0, abs=1e-5)
+    later = await store.search("text", text[0].tolist(), limit=10, where={"event_at": Between(gte=1.5)})
+    assert [h.memory_id for h in later] == [memory_id(1)]  # each point its own value
+    with pytest.raises(StorageError, match="00000000-0000-0000-0000-000000000029"):  # no point 40: the caller's error
+        await store.set_payloads("text", [(memory_id(40), {"tier": "cold"})])
+    assert await store.count("text") == 4
     active = await store.search("text", text[0].tolist(), limit=10, where={"namespace": "alice", "status": "active"})
     assert {h.memory_id for h in active} == {memory_id(2), memory_id(3)}  # the other fields were kept
 

@@ -116,9 +116,9 @@ class SleepSchedule:
             # Again after about as long a rest as the run took (the cores are shared), once this run has ended: a
             # job made due while its one instance still runs would be skipped to its next interval.
             budget = getattr(self.manager.config.sleep, f"{name}_budget")
-            asyncio.get_running_loop().call_later(max(budget.total_seconds(), 1.0), self._run_now, name)
+            asyncio.get_running_loop().call_later(max(budget.total_seconds(), 1.0), self.run_now, name)
 
-    def _run_now(self, name: str) -> None:
+    def run_now(self, name: str) -> None:
         if self.scheduler.running and self.scheduler.get_job(name) is not None:
             self.scheduler.modify_job(name, next_run_time=datetime.now(UTC))
 
@@ -202,6 +202,8 @@ async def _serve(config: Config, host: str, port: int) -> None:
         )
         server = DaemonServer(uvicorn_config, data_dir=config.data_dir)
         schedule.start()
+        if await manager.records.reindex_wanted():  # an index a payload change emptied (sleep/index.py): now,
+            schedule.run_now("index")  # not at the job's first interval
         started = time.monotonic()
         try:
             await server.serve()

@@ -2,7 +2,11 @@
 exact scan over the unindexed points. When `sleep.index_min_unindexed` points have piled up in a collection, the
 `index` job builds the index in a child process on a copy of the shard and swaps it in (see
 `EdgeVectors.optimize_offline`: `optimize()` holds the GIL for the whole build, so it cannot run on a thread of a
-process that serves queries), then re-projects whatever was written meanwhile."""
+process that serves queries), then re-projects whatever was written meanwhile.
+
+A collection on the records' `vector_reindex` list is built whatever its count says: Qdrant moves a point whose
+payload changes out of its indexed segment and still counts it as indexed, so a change of every point's payload
+(migration 0030 gave each its event time) leaves an exact scan behind a count of none unindexed."""
 
 from __future__ import annotations
 
@@ -15,10 +19,13 @@ from agent_memory.storage.outbox import CONTEXT, IMAGE, TEXT
 
 async def run_index(manager: MemoryManager, now: datetime, *, force: bool = False) -> dict[str, Any]:
     report: dict[str, Any] = {}
+    wanted = await manager.records.reindex_wanted()
     for collection in (TEXT, IMAGE, CONTEXT):
         points, indexed = await manager.vectors.index_status(collection)
         entry: dict[str, Any] = {"points": points, "indexed": indexed, "built": False}
-        if points and (force or points - indexed >= manager.config.sleep.index_min_unindexed):
+        if collection in wanted:
+            entry["wanted"] = wanted[collection]
+        if points and (force or collection in wanted or points - indexed >= manager.config.sleep.index_min_unindexed):
             await manager.flush()  # the copy must hold everything committed so far
             mark = await manager.records.outbox_mark()
             built = await manager.vectors.optimize_offline(collection)
@@ -27,6 +34,8 @@ async def run_index(manager: MemoryManager, now: datetime, *, force: bool = Fals
             await manager.flush()
             entry["points"], entry["indexed"] = await manager.vectors.index_status(collection)
             entry.update(built=True, seconds=built.get("seconds"))
+        if collection in wanted:
+            await manager.records.reindexed(collection)
         report[collection] = entry
     report["keyword_changes_dropped"] = await manager.records.drop_keyword_changes()  # only with no projection
     return report

@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -293,16 +294,17 @@ class Projector:
         self.graph_batches += 1
 
     async def _project_payloads(self, memory_ids: Sequence[str]) -> list[MemoryId]:
-        """Set the tier, status and event time of each memory's points, one call for the memories that share all
-        three; returns the memories that are gone."""
+        """Set the tier, status and event time of each memory's points, a call a collection; returns the memories
+        that are gone."""
         states = await self._records.payload_states(memory_ids)
-        groups: dict[tuple[str, str, str, float], list[MemoryId]] = {}
+        payloads: dict[str, list[tuple[MemoryId, dict[str, Any]]]] = {}
         for memory_id, tier, status, event_at, text, image, context in states:
+            payload = {"tier": tier, "status": status, "event_at": event_at}
             for collection, present in ((TEXT, text), (IMAGE, image), (CONTEXT, context)):
                 if present:
-                    groups.setdefault((collection, tier, status, event_at), []).append(MemoryId(memory_id))
-        for (collection, tier, status, event_at), members in groups.items():
-            await self._vectors.set_payload(collection, members, {"tier": tier, "status": status, "event_at": event_at})
+                    payloads.setdefault(collection, []).append((MemoryId(memory_id), payload))
+        for collection, items in payloads.items():
+            await self._vectors.set_payloads(collection, items)
         found = {state[0] for state in states}
         return [MemoryId(i) for i in memory_ids if i not in found]
 

@@ -177,13 +177,17 @@ class QdrantServerVectors:
             responses = await self._client.query_batch_points(name, requests=requests)
         return [[VectorHit(MemoryId(str(hit.id)), float(hit.score)) for hit in r.points] for r in responses]
 
-    async def set_payload(self, collection: str, ids: Iterable[MemoryId], payload: dict[str, Any]) -> None:
-        """Set these payload fields on points that exist (the vectors stay as they are)."""
+    async def set_payloads(self, collection: str, payloads: Sequence[tuple[MemoryId, dict[str, Any]]]) -> None:
+        """Set each point's own payload fields, a batch of them to a request (a point that does not exist is a
+        StorageError naming it)."""
         name = self._name(collection)
-        wanted: list[models.ExtendedPointId] = [point_id(memory_id) for memory_id in ids]
-        for batch in batches(wanted):
+        for batch in batches(list(payloads)):
+            operations: list[models.UpdateOperation] = [
+                models.SetPayloadOperation(set_payload=models.SetPayload(payload=payload, points=[point_id(memory_id)]))
+                for memory_id, payload in batch
+            ]
             with self._guard(f"payload of {name!r}"):
-                await self._client.set_payload(name, payload=payload, points=list(batch), wait=True)
+                await self._client.batch_update_points(name, update_operations=operations, wait=True)
 
     async def delete(self, collection: str, ids: Iterable[MemoryId]) -> None:
         name = self._name(collection)

@@ -206,6 +206,14 @@ class SleepQueries:
 
     # ----- the outbox around an index build --------------------------------------------------------
 
+    async def reindex_wanted(self) -> dict[str, str]:
+        """The vector collections whose index must be built whatever its count of indexed vectors says, and why."""
+        return {str(r[0]): str(r[1]) for r in await self._fetch("SELECT collection, reason FROM vector_reindex")}
+
+    async def reindexed(self, collection: str) -> None:
+        async with self.transaction() as db:
+            await db.execute("DELETE FROM vector_reindex WHERE collection = ?", (collection,))
+
     async def outbox_mark(self) -> int:
         """The newest outbox row's id: what a copy of the projections taken now has seen."""
         rows = await self._fetch("SELECT coalesce(max(outbox_id), 0) FROM outbox")

@@ -176,8 +176,10 @@ class EdgeVectors:
             for found in self._shard(name).query_batch(batch)
         ]
 
-    def _set_payload_sync(self, name: str, ids: list[str], payload: dict[str, Any]) -> None:
-        self._shard(name).update(UpdateOperation.set_payload(list(ids), payload))
+    def _set_payloads_sync(self, name: str, payloads: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        shard = self._shard(name)
+        for point, payload in payloads:
+            shard.update(UpdateOperation.set_payload([point], payload))
 
     def _delete_sync(self, name: str, ids: list[str]) -> None:
         self._shard(name).update(UpdateOperation.delete_points(list(ids)))
@@ -244,12 +246,13 @@ class EdgeVectors:
             return [[] for _ in vectors]
         return await self._call(f"search of {collection!r}", self._search_many_sync, collection, vectors, limit, where)
 
-    async def set_payload(self, collection: str, ids: Iterable[MemoryId], payload: dict[str, Any]) -> None:
-        """Set these payload fields on points that exist (the vectors stay as they are)."""
+    async def set_payloads(self, collection: str, payloads: Sequence[tuple[MemoryId, dict[str, Any]]]) -> None:
+        """Set each point's own payload fields, a batch to a hop to the owner thread (a point that does not exist is
+        a StorageError naming it)."""
         self._check(collection)
-        wanted = [point_id(memory_id) for memory_id in ids]
+        wanted = [(point_id(memory_id), payload) for memory_id, payload in payloads]
         for batch in batches(wanted):
-            await self._call(f"payload of {collection!r}", self._set_payload_sync, collection, batch, payload)
+            await self._call(f"payload of {collection!r}", self._set_payloads_sync, collection, batch)
 
     async def delete(self, collection: str, ids: Iterable[MemoryId]) -> None:
         self._check(collection)

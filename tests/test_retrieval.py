@@ -23,7 +23,7 @@ from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.models import VectorItem
 from agent_memory.recall import finalists
-from agent_memory.sleep.jobs import run_job
+from agent_memory.sleep.index import run_index
 from agent_memory.storage.outbox import TEXT, vector_items
 from agent_memory.storage.recall_records import OWNERS_SQL, WALK_SQL, WALK_WITH
 from agent_memory.storage.rows import migrations
@@ -145,10 +145,9 @@ async def test_a_store_from_before_migration_0030_gets_each_vectors_event_time(
     """Vectors stored before their payload carried the event time are given it when the store is opened (payload
     rows through the outbox, applied before the first search), so the time layer finds them; until then it found
     nothing. Those payload changes move every point out of the HNSW index while Qdrant still counts it as indexed,
-    so the collections are put on the re-index list, and the next `index` job builds them (below its threshold of
-    unindexed points) and takes them off."""
+    so the records count them (as every later payload change), and a build of the index takes them off."""
     async with MemoryManager.open(config, embedder=embedder) as m:
-        assert await m.records.reindex_wanted() == {}  # a new store's points carry their times from the start
+        assert await m.records.index_moves() == {}  # a new store's points carry their times from the start
         puppy, _ = await pet_in_a_busy_month(m)
         await m.flush()
         rows = await m.records.stored_vectors(await m.records.get_memories(list(await m.records.embedded_ids())))
@@ -160,24 +159,25 @@ async def test_a_store_from_before_migration_0030_gets_each_vectors_event_time(
         plain(m, semantic_weight=0.0)
         assert await m.retrieve("Which pet joined my family in March 2026?", k=3, now=NOW) == []
     with sqlite3.connect(Path(config.data_dir) / "memory.db") as db:
-        db.executescript("DROP TABLE vector_reindex; DELETE FROM schema_migrations WHERE version = 30;")
+        db.executescript("DROP TABLE vector_index_moves; DELETE FROM schema_migrations WHERE version = 30;")
     async with MemoryManager.open(config, embedder=embedder) as m:
         assert await m.records.schema_version() == len(migrations())
         plain(m, semantic_weight=0.0)
         assert ids(await m.retrieve("Which pet joined my family in March 2026?", k=3, now=NOW))[0] == puppy
         await m.flush()
         assert (await m.stats())["pending_outbox"] == 0
-        assert set(await m.records.reindex_wanted()) == {"text", "image", "context"}
-        run = await run_job(m, "index", now=NOW)
-        assert run.status == "ok", run.error
-        assert run.counts["text"]["built"] and run.counts["text"]["points"] < m.config.sleep.index_min_unindexed
-        assert run.counts["text"]["wanted"].endswith("(migration 0030)") and not run.counts["image"]["built"]
-        assert await m.records.reindex_wanted() == {}
+        assert await m.records.index_moves() == {"text": len(rows)}  # no image or context vector in this store
+        kitten = (await m.recall("tabby kitten", now=NOW)).ranked.results[0].memory
+        await m.forget(kitten.memory_id, expected_revision=kitten.revision)  # a status change moves its point too
+        await m.flush()
+        assert await m.records.index_moves() == {"text": len(rows) + 1}
+        report = await run_index(m, NOW, force=True)
+        assert report["text"]["built"] and report["text"]["moved"] == len(rows) + 1
+        assert await m.records.index_moves() == {"text": 0}  # the build took them in
         assert ids(await m.retrieve("Which pet joined my family in March 2026?", k=3, now=NOW))[0] == puppy
-        assert not (await run_job(m, "index", now=NOW)).counts["text"]["built"]  # off the list: the count decides
     with sqlite3.connect(Path(config.data_dir) / "memory.db") as db:
         scopes = db.execute("SELECT scope, count(*) FROM outbox WHERE done_at IS NOT NULL GROUP BY scope").fetchall()
-    assert ("payload", len(rows)) in scopes  # one row a memory with a vector, each applied
+    assert ("payload", len(rows) + 1) in scopes  # one row a memory with a vector, each applied, and the forget's
 
 
 async def test_mood_decides_the_order(manager: MemoryManager) -> None:

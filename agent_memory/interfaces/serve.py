@@ -202,8 +202,8 @@ async def _serve(config: Config, host: str, port: int) -> None:
         )
         server = DaemonServer(uvicorn_config, data_dir=config.data_dir)
         schedule.start()
-        if await manager.records.reindex_wanted():  # an index a payload change emptied (sleep/index.py): now,
-            schedule.run_now("index")  # not at the job's first interval
+        if any((await manager.records.index_moves()).values()):  # points payload changes moved out of an index
+            schedule.run_now("index")  # (sleep/index.py): the job decides now, not at its first interval
         started = time.monotonic()
         try:
             await server.serve()

@@ -4,9 +4,11 @@ exact scan over the unindexed points. When `sleep.index_min_unindexed` points ha
 `EdgeVectors.optimize_offline`: `optimize()` holds the GIL for the whole build, so it cannot run on a thread of a
 process that serves queries), then re-projects whatever was written meanwhile.
 
-A collection on the records' `vector_reindex` list is built whatever its count says: Qdrant moves a point whose
-payload changes out of its indexed segment and still counts it as indexed, so a change of every point's payload
-(migration 0030 gave each its event time) leaves an exact scan behind a count of none unindexed."""
+Qdrant moves a point whose payload changes out of its indexed segment and still counts it as indexed: a change of
+every point's payload (migration 0030 gave each its event time; the tier job, over time, moves every memory) leaves
+an exact scan behind a count of none unindexed. So the projector counts the points whose payload it changed
+(`records.index_moves`), and this job counts them as unindexed too: an upper bound, since a point already outside
+the index is counted again. The daemon runs the job when it starts with moves counted."""
 
 from __future__ import annotations
 
@@ -19,23 +21,22 @@ from agent_memory.storage.outbox import CONTEXT, IMAGE, TEXT
 
 async def run_index(manager: MemoryManager, now: datetime, *, force: bool = False) -> dict[str, Any]:
     report: dict[str, Any] = {}
-    wanted = await manager.records.reindex_wanted()
     for collection in (TEXT, IMAGE, CONTEXT):
         points, indexed = await manager.vectors.index_status(collection)
-        entry: dict[str, Any] = {"points": points, "indexed": indexed, "built": False}
-        if collection in wanted:
-            entry["wanted"] = wanted[collection]
-        if points and (force or collection in wanted or points - indexed >= manager.config.sleep.index_min_unindexed):
+        moved = (await manager.records.index_moves()).get(collection, 0)
+        entry: dict[str, Any] = {"points": points, "indexed": indexed, "moved": moved, "built": False}
+        unindexed = min(points, points - indexed + moved)
+        if points and (force or unindexed >= manager.config.sleep.index_min_unindexed):
             await manager.flush()  # the copy must hold everything committed so far
             mark = await manager.records.outbox_mark()
+            moved = (await manager.records.index_moves()).get(collection, 0)  # the copy holds these moves
             built = await manager.vectors.optimize_offline(collection)
             entry["replayed"] = await manager.records.requeue_after(mark, now=now)
             manager.projector.notify()
             await manager.flush()
             entry["points"], entry["indexed"] = await manager.vectors.index_status(collection)
+            await manager.records.index_built(collection, moved)
             entry.update(built=True, seconds=built.get("seconds"))
-        if collection in wanted:
-            await manager.records.reindexed(collection)
         report[collection] = entry
     report["keyword_changes_dropped"] = await manager.records.drop_keyword_changes()  # only with no projection
     return report

@@ -305,6 +305,7 @@ class Projector:
                     payloads.setdefault(collection, []).append((MemoryId(memory_id), payload))
         for collection, items in payloads.items():
             await self._vectors.set_payloads(collection, items)
+            await self._records.add_index_moves(collection, len(items))  # out of the HNSW index (sleep/index.py)
         found = {state[0] for state in states}
         return [MemoryId(i) for i in memory_ids if i not in found]
 

@@ -206,13 +206,26 @@ class SleepQueries:
 
     # ----- the outbox around an index build --------------------------------------------------------
 
-    async def reindex_wanted(self) -> dict[str, str]:
-        """The vector collections whose index must be built whatever its count of indexed vectors says, and why."""
-        return {str(r[0]): str(r[1]) for r in await self._fetch("SELECT collection, reason FROM vector_reindex")}
+    async def index_moves(self) -> dict[str, int]:
+        """Per vector collection, the points a payload change moved out of its HNSW index since the index was last
+        built: Qdrant still counts them as indexed (sleep/index.py)."""
+        return {str(r[0]): int(r[1]) for r in await self._fetch("SELECT collection, moved FROM vector_index_moves")}
 
-    async def reindexed(self, collection: str) -> None:
+    async def add_index_moves(self, collection: str, moved: int) -> None:
         async with self.transaction() as db:
-            await db.execute("DELETE FROM vector_reindex WHERE collection = ?", (collection,))
+            await db.execute(
+                "INSERT INTO vector_index_moves (collection, moved) VALUES (?, ?) "
+                "ON CONFLICT (collection) DO UPDATE SET moved = moved + excluded.moved",
+                (collection, moved),
+            )
+
+    async def index_built(self, collection: str, moved: int) -> None:
+        """The index of `collection` was built from a copy taken when `moved` points had been moved: those are in
+        it now (moves counted since stay counted)."""
+        async with self.transaction() as db:
+            await db.execute(
+                "UPDATE vector_index_moves SET moved = max(0, moved - ?) WHERE collection = ?", (moved, collection)
+            )
 
     async def outbox_mark(self) -> int:
         """The newest outbox row's id: what a copy of the projections taken now has seen."""

@@ -10,13 +10,10 @@ WHERE embedding IS NOT NULL OR image_embedding IS NOT NULL
    OR memory_id IN (SELECT memory_id FROM context_vectors);
 -- Qdrant writes a payload change to a point of an indexed segment by moving the point out of it (copy on write),
 -- and still counts it as indexed: after the rows above, a 100k-point collection searched by exact scan (a search
--- 0.7 -> 20 ms) while `index_status` said every vector was indexed. The `index` sleep job builds the collections
--- named here whatever that count says, then takes them off the list; the daemon runs it when it starts.
-CREATE TABLE vector_reindex (
+-- 0.7 -> 20 ms) while `index_status` said every vector was indexed. So the records count, per collection, the
+-- points a payload change moved since its index was last built (the projector adds as it applies the rows above
+-- and every later payload row; the `index` sleep job counts them as unindexed and takes off what it built).
+CREATE TABLE vector_index_moves (
     collection TEXT PRIMARY KEY,
-    reason     TEXT NOT NULL
+    moved      INTEGER NOT NULL CHECK (moved >= 0)
 );
-INSERT INTO vector_reindex (collection, reason)
-SELECT name, 'every point''s payload was rewritten (migration 0030)'
-FROM (SELECT 'text' AS name UNION ALL SELECT 'image' UNION ALL SELECT 'context')
-WHERE EXISTS (SELECT 1 FROM memories WHERE embedding IS NOT NULL OR image_embedding IS NOT NULL);

@@ -169,10 +169,11 @@ async def test_a_store_from_before_migration_0030_gets_each_vectors_event_time(
         assert await m.records.index_moves() == {"text": len(rows)}  # no image or context vector in this store
         kitten = (await m.recall("tabby kitten", now=NOW)).ranked.results[0].memory
         await m.forget(kitten.memory_id, expected_revision=kitten.revision)  # a status change moves its point too
-        await m.flush()
-        assert await m.records.index_moves() == {"text": len(rows) + 1}
+        await m.update(puppy, "I adopted a golden retriever puppy, Max, from the shelter.", expected_revision=1)
+        await m.flush()  # and so does a revision's new vector
+        assert await m.records.index_moves() == {"text": len(rows) + 2}
         report = await run_index(m, NOW, force=True)
-        assert report["text"]["built"] and report["text"]["moved"] == len(rows) + 1
+        assert report["text"]["built"] and report["text"]["moved"] == len(rows) + 2
         assert await m.records.index_moves() == {"text": 0}  # the build took them in
         assert ids(await m.retrieve("Which pet joined my family in March 2026?", k=3, now=NOW))[0] == puppy
     with sqlite3.connect(Path(config.data_dir) / "memory.db") as db:

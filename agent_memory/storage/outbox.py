@@ -264,7 +264,8 @@ class Projector:
             memories = await self._records.get_memories(rest)
             gone += [MemoryId(i) for i in rest if i not in memories]
             if memories:
-                await self._project_vectors(memories)
+                again = {i for i, m in memories.items() if widest[i] == "vectors" or m.revision > 1}
+                await self._project_vectors(memories, again)
             if gone:
                 for collection in (TEXT, IMAGE, CONTEXT):
                     await self._vectors.delete(collection, gone)
@@ -309,9 +310,11 @@ class Projector:
         found = {state[0] for state in states}
         return [MemoryId(i) for i in memory_ids if i not in found]
 
-    async def _project_vectors(self, memories: dict[str, Memory]) -> None:
+    async def _project_vectors(self, memories: dict[str, Memory], again: set[str]) -> None:
         """Each memory's text vector and, for an image, its CLIP vector, with their payloads as the memories are
-        now. A memory with no text vector (an image without a caption) is taken out of the text collection."""
+        now. A memory with no text vector (an image without a caption) is taken out of the text collection.
+        `again`: the memories projected before (a new vector, a revision), whose points an upsert moves out of the
+        HNSW index as a payload change does (counted: sleep/index.py)."""
         text = await self._records.stored_vectors(memories)
         images = await self._records.stored_vectors(memories, image=True)
         context = await self._records.stored_context_vectors(memories)
@@ -322,6 +325,9 @@ class Projector:
             await self._vectors.upsert(IMAGE, vector_items(images))
         if context:
             await self._vectors.upsert(CONTEXT, vector_items(context))
+        for collection, upserted in ((TEXT, text), (IMAGE, images), (CONTEXT, context)):
+            if moved := len(again.intersection(upserted)):
+                await self._records.add_index_moves(collection, moved)
         if uncontexted := [MemoryId(i) for i in memories if i not in context]:  # none yet, or its basis is gone
             await self._vectors.delete(CONTEXT, uncontexted)
 

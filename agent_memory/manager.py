@@ -688,6 +688,7 @@ class MemoryManager(ReadPath):
             "image_memory": await self.image_memory_off() or "on",
             "pending_outbox": await self.records.pending_outbox_count(),
             "vectors_to_upgrade": await self.vector_upgrade.left(),  # an int8 import's, not yet float32's
+            "vectors_moved": await self.records.index_moves(),  # out of the HNSW index since it was built
             "log_bytes": self.journal.end_bytes(),
             "schema_version": await self.records.schema_version(),
             "keyword_index": await projected.status()

@@ -7,8 +7,9 @@ process that serves queries), then re-projects whatever was written meanwhile.
 Qdrant moves a point whose payload changes out of its indexed segment and still counts it as indexed: a change of
 every point's payload (migration 0030 gave each its event time; the tier job, over time, moves every memory) leaves
 an exact scan behind a count of none unindexed, and so does an upsert of a point that exists. So the projector
-counts the points whose payload it changed or whose vector it wrote again (`records.index_moves`), and this job counts them as unindexed too: an upper bound, since a point already outside
-the index is counted again. The daemon runs the job when it starts with moves counted."""
+counts the points whose payload it changed or whose vector it wrote again (`records.index_moves`), and this job
+counts them as unindexed too: an upper bound, since a point already outside the index is counted again.
+The daemon runs the job when it starts with moves counted."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """`agent-memory doctor`: do the stores agree with SQLite and the log? With --repair, make them agree.
 
+Each vector point's payload fields that a search filters on (namespace, status, tier, event time) are compared with
+its memory's: a point whose status or event time drifted would be searched as what it is not.
+
 SQLite and the log are the truth. The graph and the vectors are rebuilt from SQLite (vectors from their stored
 blobs, so no re-embedding: the text collection from MiniLM's, the image collection from CLIP's). The log is never
 rewritten. Logged turns that SQLite lacks are indexed by --repair (recovery.py, over the whole log); a turn row
@@ -21,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from agent_memory.errors import CorruptRecord
 from agent_memory.models import Disagreement, DoctorReport, LogPosition, TurnRow
@@ -37,6 +41,7 @@ UNNAMED_FILES = "image files no memory names"
 UNINDEXED = "logged turns missing from SQLite"
 MISPLACED = "turn offsets that do not point at their record"
 COUNTS = "kept row counts that differ from the tables"
+PAYLOADS = "whose payload differs from SQLite (namespace, status, tier or event time)"
 
 
 async def check(
@@ -44,17 +49,23 @@ async def check(
 ) -> DoctorReport:
     truth = await records.memory_ids()
     found: list[Disagreement] = []
+    searched = await records.searched_payloads()
+    points = {collection: await vectors.payloads(collection) for collection in (TEXT, IMAGE, CONTEXT)}
     expected = (
         ("graph", "memories", truth, await graph.memory_ids()),
-        ("vectors", "memories", await records.embedded_ids(), await vectors.ids(TEXT)),
-        ("vectors", "image vectors", await records.embedded_ids(image=True), await vectors.ids(IMAGE)),
-        ("vectors", "context vectors", await records.context_ids(), await vectors.ids(CONTEXT)),
+        ("vectors", "memories", await records.embedded_ids(), set(points[TEXT])),
+        ("vectors", "image vectors", await records.embedded_ids(image=True), set(points[IMAGE])),
+        ("vectors", "context vectors", await records.context_ids(), set(points[CONTEXT])),
     )
     for store, what, wanted, ids in expected:
         if missing := sorted(wanted - ids):
             found.append(Disagreement(store, f"missing {what}", tuple(missing)))
         if extra := sorted(ids - truth):
             found.append(Disagreement(store, f"{what} unknown to SQLite", tuple(extra)))
+    for collection, what in ((TEXT, "memories"), (IMAGE, "image vectors"), (CONTEXT, "context vectors")):
+        stale = [i for i, payload in points[collection].items() if i in searched and _stale(payload, searched[i])]
+        if stale:
+            found.append(Disagreement("vectors", f"{what} {PAYLOADS}", tuple(sorted(stale))))
     turns = await records.turns()
     found.extend(await _check_log(turns, journal, await records.shadowed_ids()))
     found.extend(await _check_image_files(records, data_dir))
@@ -67,6 +78,14 @@ async def check(
         pending_outbox=await records.pending_outbox_count(),
         disagreements=tuple(found),
     )
+
+
+def _stale(payload: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether a point's payload differs from its memory in a field a search filters on (event times within 1 ms)."""
+    at = payload.get("event_at")
+    if not isinstance(at, int | float) or abs(at - wanted["event_at"]) > 1e-3:
+        return True
+    return any(payload.get(field) != wanted[field] for field in ("namespace", "status", "tier"))
 
 
 async def _check_log(turns: list[TurnRow], journal: JsonlJournal, shadowed: set[str]) -> list[Disagreement]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import MemoryManager, StoreLocked, TurnInput
+from agent_memory import MemoryManager, StoreLocked, TurnInput, doctor
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.storage.lock import OwnerLock
@@ -138,6 +138,31 @@ async def test_doctor_finds_and_repairs_damaged_projections(config: Config, embe
         stats = await manager.stats()
         assert stats["graph"]["Memory"] == 20 and stats["vectors"]["text"] == 20
         assert stats["graph"]["NEXT"] == 19
+
+
+async def test_doctor_finds_a_vector_payload_that_differs_from_sqlite(config: Config, embedder: Embedder) -> None:
+    """The payload fields a search filters on (namespace, status, tier, event time) are checked point by point: a
+    point whose status or event time drifted would be searched as what it is not (the time layer's window, the
+    semantic layer's active memories). --repair rebuilds the vectors from SQLite."""
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        results = await manager.process_turns(
+            [
+                {"session_id": "s1", "turn_number": i, "content": f"Fact number {i} about the Harbor project."}
+                for i in range(6)
+            ]
+        )
+        await manager.flush()
+        assert (await manager.doctor()).consistent
+        moved, merged = results[1].memory_id, results[4].memory_id
+        await manager.vectors.set_payloads("text", [(moved, {"event_at": 0.0}), (merged, {"status": "merged"})])
+        report = await manager.doctor()
+        kinds = {(d.store, d.kind): d.ids for d in report.disagreements}
+        assert kinds == {("vectors", f"memories {doctor.PAYLOADS}"): tuple(sorted((moved, merged)))}
+        repaired = await manager.doctor(repair=True)
+        assert repaired.consistent and repaired.repaired == ("vectors rebuilt from the stored embeddings",)
+        payloads = await manager.vectors.payloads("text")
+        assert payloads[merged]["status"] == "active"
+        assert payloads[moved]["event_at"] == (await manager.get(moved)).event_at.timestamp()
 
 
 async def test_a_deleted_projection_folder_is_rebuilt_on_open(config: Config, embedder: Embedder) -> None:

@@ -153,6 +153,16 @@ async def test_set_payloads_changes_each_points_fields_and_keeps_the_vector(stor
     assert {h.memory_id for h in active} == {memory_id(2), memory_id(3)}  # the other fields were kept
 
 
+async def test_payloads_gives_every_points_payload_by_id(store: Store, text: np.ndarray) -> None:
+    await store.upsert("text", items(text[:3], event_at=5.0))
+    await store.set_payloads("text", [(memory_id(2), {"status": "merged"})])
+    found = await store.payloads("text")
+    assert set(found) == {memory_id(n) for n in range(3)}
+    assert found[memory_id(0)] == {**items(text[:1])[0].payload, "event_at": 5.0}
+    assert found[memory_id(2)]["status"] == "merged" and found[memory_id(2)]["tier"] == "hot"
+    assert await store.payloads("image") == {}
+
+
 async def test_ids_and_count(store: Store, text: np.ndarray) -> None:
     assert await store.count("text") == 0
     assert await store.ids("text") == set()

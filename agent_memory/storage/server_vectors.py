@@ -209,6 +209,20 @@ class QdrantServerVectors:
             if offset is None:
                 return found
 
+    async def payloads(self, collection: str) -> dict[str, dict[str, Any]]:
+        """Every point's payload, by id: what `agent-memory doctor` compares with SQLite."""
+        name = self._name(collection)
+        found: dict[str, dict[str, Any]] = {}
+        offset: models.ExtendedPointId | None = None
+        while True:
+            with self._guard(f"scroll of {name!r}"):
+                records, offset = await self._client.scroll(
+                    name, limit=BATCH_SIZE, offset=offset, with_payload=True, with_vectors=False
+                )
+            found.update((str(record.id), dict(record.payload or {})) for record in records)
+            if offset is None:
+                return found
+
     async def count(self, collection: str) -> int:
         name = self._name(collection)
         with self._guard(f"count of {name!r}"):

@@ -98,6 +98,20 @@ class SleepQueries:
             for r in rows
         ]
 
+    async def searched_payloads(self) -> dict[str, dict[str, Any]]:
+        """The payload fields a search filters on (namespace, status, tier, event time) of every memory, as
+        SQLite has them: what each of its vector points must carry (`agent-memory doctor`)."""
+        rows = await self._fetch("SELECT memory_id, namespace, status, tier, event_at FROM memories")
+        return {
+            str(r[0]): {
+                "namespace": r[1],
+                "status": r[2],
+                "tier": r[3],
+                "event_at": datetime.fromisoformat(r[4]).timestamp(),
+            }
+            for r in rows
+        }
+
     async def tier_counts(self) -> dict[str, int]:
         rows = await self._fetch("SELECT tier, count(*) FROM memories WHERE status = 'active' GROUP BY tier")
         return {str(r[0]): int(r[1]) for r in rows}

@@ -195,6 +195,17 @@ class EdgeVectors:
             if offset is None:
                 return found
 
+    def _payloads_sync(self, name: str) -> dict[str, dict[str, Any]]:
+        shard = self._shard(name)
+        found: dict[str, dict[str, Any]] = {}
+        offset: Any = None
+        while True:
+            request = ScrollRequest(offset=offset, limit=BATCH_SIZE, with_payload=True, with_vector=False)
+            records, offset = shard.scroll(request)
+            found.update((str(record.id), dict(record.payload or {})) for record in records)
+            if offset is None:
+                return found
+
     def _recreate_sync(self, name: str) -> None:
         shard = self._shards.pop(name, None)
         if shard is not None:
@@ -263,6 +274,11 @@ class EdgeVectors:
     async def ids(self, collection: str) -> set[str]:
         self._check(collection)
         return await self._call(f"scroll of {collection!r}", self._ids_sync, collection)
+
+    async def payloads(self, collection: str) -> dict[str, dict[str, Any]]:
+        """Every point's payload, by id: what `agent-memory doctor` compares with SQLite."""
+        self._check(collection)
+        return await self._call(f"scroll of {collection!r}", self._payloads_sync, collection)
 
     async def count(self, collection: str) -> int:
         self._check(collection)

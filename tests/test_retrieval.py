@@ -169,6 +169,9 @@ async def test_a_store_from_before_migration_0030_gets_each_vectors_event_time(
         assert await m.records.index_moves() == {"text": len(rows)}  # no image or context vector in this store
         kitten = (await m.recall("tabby kitten", now=NOW)).ranked.results[0].memory
         await m.forget(kitten.memory_id, expected_revision=kitten.revision)  # a status change moves its point too
+        written = (m.records.commits, m.records.live_commits)
+        await m.flush()
+        assert (m.records.commits, m.records.live_commits) == written  # counted as the rows are marked: no new work
         await m.update(puppy, "I adopted a golden retriever puppy, Max, from the shelter.", expected_revision=1)
         await m.flush()  # and so does a revision's new vector
         assert await m.records.index_moves() == {"text": len(rows) + 2} == (await m.stats())["vectors_moved"]

@@ -257,22 +257,23 @@ class Projector:
 
     async def _apply_vectors(self, items: Sequence[OutboxItem]) -> None:
         widest = _widest_scopes(items)
+        moved: dict[str, int] = {}  # points moved out of each HNSW index, counted as the rows are marked
         try:
             payload = [i for i, scope in widest.items() if scope == "payload"]
-            gone = await self._project_payloads(payload) if payload else []
+            gone = await self._project_payloads(payload, moved) if payload else []
             rest = [i for i, scope in widest.items() if scope != "payload"]
             memories = await self._records.get_memories(rest)
             gone += [MemoryId(i) for i in rest if i not in memories]
             if memories:
                 again = {i for i, m in memories.items() if widest[i] == "vectors" or m.revision > 1}
-                await self._project_vectors(memories, again)
+                await self._project_vectors(memories, again, moved)
             if gone:
                 for collection in (TEXT, IMAGE, CONTEXT):
                     await self._vectors.delete(collection, gone)
         except Exception as exc:
             await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock(), error=repr(exc))
             raise
-        await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock(), vectors_only=True)
+        await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock(), vectors_only=True, moved=moved)
 
     async def _apply_graph(self, items: Sequence[OutboxItem]) -> None:
         """The graph part of rows whose vector part is applied: each 'all' memory as it is now, and the memories
@@ -294,9 +295,10 @@ class Projector:
         await self._records.mark_outbox([i.outbox_id for i in items], now=self._clock())
         self.graph_batches += 1
 
-    async def _project_payloads(self, memory_ids: Sequence[str]) -> list[MemoryId]:
-        """Set the tier, status and event time of each memory's points, a call a collection; returns the memories
-        that are gone."""
+    async def _project_payloads(self, memory_ids: Sequence[str], moved: dict[str, int]) -> list[MemoryId]:
+        """Set the tier, status and event time of each memory's points, a call a collection, adding the points to
+        `moved` (a changed payload moves a point out of the HNSW index: sleep/index.py); returns the memories that
+        are gone."""
         states = await self._records.payload_states(memory_ids)
         payloads: dict[str, list[tuple[MemoryId, dict[str, Any]]]] = {}
         for memory_id, tier, status, event_at, text, image, context in states:
@@ -306,15 +308,15 @@ class Projector:
                     payloads.setdefault(collection, []).append((MemoryId(memory_id), payload))
         for collection, items in payloads.items():
             await self._vectors.set_payloads(collection, items)
-            await self._records.add_index_moves(collection, len(items))  # out of the HNSW index (sleep/index.py)
+            moved[collection] = moved.get(collection, 0) + len(items)
         found = {state[0] for state in states}
         return [MemoryId(i) for i in memory_ids if i not in found]
 
-    async def _project_vectors(self, memories: dict[str, Memory], again: set[str]) -> None:
+    async def _project_vectors(self, memories: dict[str, Memory], again: set[str], moved: dict[str, int]) -> None:
         """Each memory's text vector and, for an image, its CLIP vector, with their payloads as the memories are
         now. A memory with no text vector (an image without a caption) is taken out of the text collection.
         `again`: the memories projected before (a new vector, a revision), whose points an upsert moves out of the
-        HNSW index as a payload change does (counted: sleep/index.py)."""
+        HNSW index as a payload change does (added to `moved`: sleep/index.py)."""
         text = await self._records.stored_vectors(memories)
         images = await self._records.stored_vectors(memories, image=True)
         context = await self._records.stored_context_vectors(memories)
@@ -326,8 +328,7 @@ class Projector:
         if context:
             await self._vectors.upsert(CONTEXT, vector_items(context))
         for collection, upserted in ((TEXT, text), (IMAGE, images), (CONTEXT, context)):
-            if moved := len(again.intersection(upserted)):
-                await self._records.add_index_moves(collection, moved)
+            moved[collection] = moved.get(collection, 0) + len(again.intersection(upserted))
         if uncontexted := [MemoryId(i) for i in memories if i not in context]:  # none yet, or its basis is gone
             await self._vectors.delete(CONTEXT, uncontexted)
 

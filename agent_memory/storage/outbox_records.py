@@ -90,12 +90,25 @@ class OutboxQueries:
             await db.executemany("DELETE FROM pending_keywords WHERE memory_id = ?", [(m,) for m, _, _ in found])
 
     async def mark_outbox(
-        self, done: Sequence[int], *, now: datetime, error: str | None = None, vectors_only: bool = False
+        self,
+        done: Sequence[int],
+        *,
+        now: datetime,
+        error: str | None = None,
+        vectors_only: bool = False,
+        moved: Mapping[str, int] | None = None,
     ) -> None:
-        """Stamp rows applied (`vectors_only`: their vector part alone), or count a failed attempt with `error`.
-        It makes no work for the projector, so it does not count in `commits`: background work that waits for
-        the writers to pause (the vector upgrade, the context vectors) is not woken by its own projection."""
+        """Stamp rows applied (`vectors_only`: their vector part alone), or count a failed attempt with `error`;
+        `moved` adds to each collection's count of points moved out of its HNSW index (sleep/index.py). It makes
+        no work for the projector, so it does not count in `commits`: background work that waits for the writers
+        to pause (the vector upgrade, the context vectors) is not woken by its own projection."""
         async with self.transaction(projected=False) as db:
+            if moved:
+                await db.executemany(
+                    "INSERT INTO vector_index_moves (collection, moved) VALUES (?, ?) "
+                    "ON CONFLICT (collection) DO UPDATE SET moved = moved + excluded.moved",
+                    [(collection, count) for collection, count in moved.items() if count],
+                )
             if error is None and vectors_only:
                 await db.executemany(
                     "UPDATE outbox SET vectors_at = ? WHERE outbox_id = ?", [(ts(now), i) for i in done]

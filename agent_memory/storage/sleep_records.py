@@ -36,7 +36,9 @@ class SleepQueries:
 
         async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]: ...
 
-        def transaction(self) -> AbstractAsyncContextManager[Any]: ...
+        def transaction(
+            self, *, projected: bool = True, background: bool = False
+        ) -> AbstractAsyncContextManager[Any]: ...
 
     async def decay_page(self, after_rowid: int, limit: int) -> list[DecayRow]:
         """The next `limit` active memories after `after_rowid`, in rowid order: the jobs walk the store in pages."""
@@ -225,18 +227,10 @@ class SleepQueries:
         built: Qdrant still counts them as indexed (sleep/index.py)."""
         return {str(r[0]): int(r[1]) for r in await self._fetch("SELECT collection, moved FROM vector_index_moves")}
 
-    async def add_index_moves(self, collection: str, moved: int) -> None:
-        async with self.transaction() as db:
-            await db.execute(
-                "INSERT INTO vector_index_moves (collection, moved) VALUES (?, ?) "
-                "ON CONFLICT (collection) DO UPDATE SET moved = moved + excluded.moved",
-                (collection, moved),
-            )
-
     async def index_built(self, collection: str, moved: int) -> None:
         """The index of `collection` was built from a copy taken when `moved` points had been moved: those are in
         it now (moves counted since stay counted)."""
-        async with self.transaction() as db:
+        async with self.transaction(projected=False) as db:  # no work for the projector
             await db.execute(
                 "UPDATE vector_index_moves SET moved = max(0, moved - ?) WHERE collection = ?", (moved, collection)
             )

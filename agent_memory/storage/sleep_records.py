@@ -3,6 +3,7 @@ tier change needs, since the tier is in the vector payload), and the job report 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -104,15 +105,19 @@ class SleepQueries:
         """The payload fields a search filters on (namespace, status, tier, event time) of every memory, as
         SQLite has them: what each of its vector points must carry (`agent-memory doctor`)."""
         rows = await self._fetch("SELECT memory_id, namespace, status, tier, event_at FROM memories")
-        return {
-            str(r[0]): {
-                "namespace": r[1],
-                "status": r[2],
-                "tier": r[3],
-                "event_at": datetime.fromisoformat(r[4]).timestamp(),
+
+        def payloads() -> dict[str, dict[str, Any]]:
+            return {
+                str(r[0]): {
+                    "namespace": r[1],
+                    "status": r[2],
+                    "tier": r[3],
+                    "event_at": datetime.fromisoformat(r[4]).timestamp(),
+                }
+                for r in rows
             }
-            for r in rows
-        }
+
+        return await asyncio.to_thread(payloads)  # 100k rows: about 0.15 s, off the event loop
 
     async def tier_counts(self) -> dict[str, int]:
         rows = await self._fetch("SELECT tier, count(*) FROM memories WHERE status = 'active' GROUP BY tier")

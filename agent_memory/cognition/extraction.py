@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+from functools import cache
+from importlib import resources
 
 from agent_memory.cognition.keyphrases import key_phrases
 from agent_memory.models import Extraction
 
 _WORD = re.compile(r"[A-Za-z][\w'’-]*")
 _SENTENCE_END = re.compile(r"[.!?:;\n]")
+_CONTRACTIONS = ("n't", "'ll", "'ve", "'re", "'d", "'m")  # "Don't", "You'll": never a name
 # Capitalised words that begin sentences or are pronouns say nothing about who or what a turn is about.
 _NOT_NAMES = frozenset(
     [
@@ -71,6 +74,13 @@ _NOT_NAMES = frozenset(
         "nope",
         "hmm",
         "also",
+        "however",
+        "moreover",
+        "furthermore",
+        "nevertheless",
+        "nonetheless",
+        "therefore",
+        "meanwhile",
         "just",
         "really",
         "maybe",
@@ -312,7 +322,7 @@ def proper_nouns(text: str) -> list[str]:
             sentence_start = True
         word = match.group()
         lower = word.lower().replace("’", "'")
-        is_name = word[0].isupper() and lower not in _NOT_NAMES and len(word) > 1
+        is_name = word[0].isupper() and lower not in _NOT_NAMES and len(word) > 1 and not lower.endswith(_CONTRACTIONS)
         if is_name and (not sentence_start or _opens_with_name(word, lower)):
             run.append(word.strip("'’"))
         else:
@@ -323,10 +333,21 @@ def proper_nouns(text: str) -> list[str]:
 
 
 def _opens_with_name(word: str, lower: str) -> bool:
-    """A capitalised sentence opener is a name unless it looks like an inflected common word."""
+    """A capitalised sentence opener is a name unless it looks like an inflected word or is a word people write in
+    lower case ("Consider", "Fix", "Warm-up": common_words.txt). A name that opens a sentence and is also a common
+    word ("Mark", "Rose") is lost there, and found wherever else the text names it."""
     if lower in _MONTHS or word.isupper() or any(c.isupper() for c in word[1:]):
         return True
-    return not lower.endswith(("ing", "ed", "ly", "'s", "s'"))
+    if lower.endswith(("ing", "ed", "ly", "'s", "s'")):
+        return False
+    return not all(part in common_words() for part in lower.split("-"))
+
+
+@cache
+def common_words() -> frozenset[str]:
+    """The lower-case words of scripts/common_words.py's list (23,556 of them), read once, on first use."""
+    text = resources.files("agent_memory.cognition").joinpath("data/common_words.txt").read_text(encoding="utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
 
 
 def _flush(run: list[str], found: list[str]) -> None:

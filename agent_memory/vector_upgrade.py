@@ -8,30 +8,29 @@ model, this component embeds those memories again, as the write path would have 
 a short turn with the turn before it), and replaces each vector in place with the outbox row that carries it to
 Qdrant, in one transaction a batch. Nothing else changes: not the memory's revision, words or links.
 
-It runs off the write path, as the context vectors do: a background task that starts once no write was committed
-and no question asked for `embedding.upgrade_delay`, then takes batches of `embedding.upgrade_batch` back to back
-until someone writes or asks (a question waits on the model thread for one batch at most), and `catch_up()` for a
-caller that wants every vector now. A memory revised or re-embedded by an erase while its new vector was made
+It runs off the write path, as the context vectors do: idle work (idle_work.py) that starts once no write was
+committed and no question asked for `embedding.upgrade_delay`, then takes batches of `embedding.upgrade_batch` back
+to back until someone writes or asks (a question waits on the model thread for one batch at most), and
+`catch_up()` for a caller that wants every vector now. A memory revised or re-embedded by an erase while its new vector was made
 keeps what it has (`replace_vectors` replaces only the vector it read), and is taken again by a later batch.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 import numpy as np
 
 from agent_memory.config import EmbeddingConfig
 from agent_memory.embeddings.text import Embedder
+from agent_memory.idle_work import IdleWork
 from agent_memory.reembed import embed_as_written
 from agent_memory.storage.base import Journal
 from agent_memory.storage.records import SqliteRecords
 
-log = logging.getLogger(__name__)
 INT8 = "-int8"  # the suffix of the int8 document model's name (embeddings/onnx_text.py)
 CATCH_UP_BATCH = 128  # vectors per transaction when a caller asks for all of them at once
 
@@ -58,7 +57,7 @@ class VectorUpgrade:
         self._config, self._clock, self._notify = config, clock, notify
         self._activity = activity or (lambda: records.commits)
         self._lock = asyncio.Lock()  # one batch at a time, the background task's or a caller's
-        self._task: asyncio.Task[None] | None = None
+        self._idle: IdleWork | None = None
         self.upgraded = 0
 
     @property
@@ -72,14 +71,16 @@ class VectorUpgrade:
 
     def start(self) -> None:
         if self.stale is not None:
-            self._task = asyncio.create_task(self._run(), name="vector-upgrade")
+            finished = f"every stored vector is now {self._embedder.name}'s"
+            delay = self._config.upgrade_delay.total_seconds()
+            batch = partial(self._batch, self._config.upgrade_batch)
+            self._idle = IdleWork("vector upgrade", batch, activity=self._activity, delay=delay, finished=finished)
+            self._idle.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        if self._idle is not None:
+            await self._idle.stop()
+            self._idle = None
 
     async def left(self) -> int:
         """How many memories still hold a vector to make again."""
@@ -98,40 +99,6 @@ class VectorUpgrade:
                 progress(done)
             if found < CATCH_UP_BATCH or not replaced:
                 return done
-
-    async def _run(self) -> None:
-        """Once no write was committed and no question asked for `upgrade_delay` (and something was written since
-        the last look found nothing to do), batches back to back until someone writes or asks, or nothing is left:
-        a question waits on the model thread for one batch at most, and pauses the upgrade."""
-        pause = self._config.upgrade_delay.total_seconds()
-        settled = -1  # activity when nothing was last found to do, or a batch last failed
-        while True:
-            seen = self._activity()
-            await asyncio.sleep(pause)
-            if self._activity() != seen or seen == settled:  # someone is busy, or nothing new since
-                continue
-            settled = await self._while_idle()
-
-    async def _while_idle(self) -> int:
-        """Batches while only they commit. Returns the activity count if the upgrade is done or a batch failed (wait
-        for the next write), else -1."""
-        upgraded = 0
-        while True:
-            before = self._activity()
-            try:
-                replaced, found = await self._batch(self._config.upgrade_batch)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a log record that cannot be read, an engine gone: doctor reports those
-                log.exception("vector upgrade: a batch failed; trying again after the next write")
-                return self._activity()
-            upgraded += replaced
-            if not found:
-                if upgraded:
-                    log.info("vector upgrade: every stored vector is now %s's", self._embedder.name)
-                return self._activity()
-            if self._activity() != before + 1:  # more than the batch's own commit: someone wrote or asked meanwhile
-                return -1
 
     async def _batch(self, size: int) -> tuple[int, int]:
         """Upgrade the oldest `size` stale vectors: (replaced, found)."""

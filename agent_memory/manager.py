@@ -30,6 +30,7 @@ from agent_memory.engines import (
     open_vectors,
     warn_other_model,
 )
+from agent_memory.entity_refresh import EntityRefresh
 from agent_memory.eraser import ErasePlan, Eraser, EraseResult
 from agent_memory.errors import ClosedError, DuplicateTurn, InvalidInput, MemoryErased, MemoryNotFound, TurnNotFound
 from agent_memory.fact_extractors import make_fact_extractor
@@ -162,6 +163,8 @@ class MemoryManager(ReadPath):
             stack.push_async_callback(self.context_vectors.stop)
             self.vector_upgrade.start()
             stack.push_async_callback(self.vector_upgrade.stop)
+            await self.entity_refresh.start()
+            stack.push_async_callback(self.entity_refresh.stop)
             self._stack = stack.pop_all()
 
     async def _open_engines(self, stack: AsyncExitStack) -> tuple[bool, bool]:
@@ -251,6 +254,14 @@ class MemoryManager(ReadPath):
             clock=clock,
             notify=notify,
             activity=lambda: records.commits + self.retrieval_log.added,  # it yields to writes and to questions
+        )
+        self.entity_refresh = EntityRefresh(
+            records,
+            self.extractor,
+            config.extraction,
+            clock=clock,
+            notify=notify,
+            activity=lambda: records.commits + self.retrieval_log.added,
         )
         self._reader = Recall(
             records=records,
@@ -689,6 +700,7 @@ class MemoryManager(ReadPath):
             "pending_outbox": await self.records.pending_outbox_count(),
             "vectors_to_upgrade": await self.vector_upgrade.left(),  # an int8 import's, not yet float32's
             "vectors_moved": await self.records.index_moves(),  # out of the HNSW index since it was built
+            "entities_to_refresh": await self.entity_refresh.left(),  # memories the extraction rules changed under
             "log_bytes": self.journal.end_bytes(),
             "schema_version": await self.records.schema_version(),
             "keyword_index": await projected.status()

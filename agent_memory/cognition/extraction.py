@@ -288,12 +288,22 @@ _MONTHS = frozenset(
 )
 
 
+ENTITY_RULES = 2
+"""The version of the rules `proper_nouns` follows: 2 from 2026-12-06, when a sentence opener people write in lower
+case stopped being a name. A store whose entities followed other rules has them found again (entity_refresh.py)."""
+
+
 class SimpleExtractor:
     """Proper-noun phrases ("Melanie", "New York") and key phrases; both lower-cased and deduplicated."""
 
     def __init__(self, *, max_keywords: int = 8, max_entities: int = 12) -> None:
         self.max_keywords = max_keywords
         self.max_entities = max_entities
+
+    @property
+    def rules(self) -> str:
+        """What decides a text's entities: the rules' version and how many are kept (migration 0031)."""
+        return f"proper-nouns-{ENTITY_RULES}/{self.max_entities}"
 
     def extract(self, text: str) -> Extraction:
         return Extraction(entities=self.entities(text), keywords=self.keywords(text))

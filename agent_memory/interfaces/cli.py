@@ -379,6 +379,7 @@ COMMANDS = {
     "index": cmd_job,
     "neighbours": cmd_job,
     "upgrade": cmd_job,
+    "entities": cmd_job,
     "compact": cmd_job,
     "digest": cmd_job,
     "compress": cmd_job,

@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("index", "build the vector index where enough points are unindexed"),
         ("neighbours", "embed each turn memory with the turns around it (its context vector), where one is due"),
         ("upgrade", "make the int8 document model's vectors (an int8 import's) again in float32, all of them now"),
+        ("entities", "find each memory's entities again by the current rules, where they changed, all of them now"),
         ("compact", "consolidate overlapping memories, each merge checked by generative replay"),
         ("digest", "gather each speaker's statements about themselves into dated digests by topic"),
         ("compress", "cut cold memories to their salient sentences (the log keeps every word; get --original)"),

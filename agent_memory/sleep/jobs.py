@@ -41,6 +41,7 @@ JOBS: dict[str, Job] = {
     "index": run_index,
     "neighbours": lambda m, now: m.context_vectors.catch_up(),
     "upgrade": lambda m, now: _upgrade(m),
+    "entities": lambda m, now: _entities(m),
     "forget": run_forgetting,
     "compress": run_compress,
     "export": lambda m, now, out, labelled_only=True: export_policy(m.records, out, labelled_only=labelled_only),
@@ -51,6 +52,13 @@ async def _upgrade(manager: MemoryManager) -> dict[str, Any]:
     """The vector upgrade, all of it now (vector_upgrade.py): what the int8 document model stored, made again."""
     upgraded = await manager.vector_upgrade.catch_up()
     return {"upgraded": upgraded, "left": await manager.vector_upgrade.left()}
+
+
+async def _entities(manager: MemoryManager) -> dict[str, Any]:
+    """The entity refresh, all of it now (entity_refresh.py): each memory given the entities the current rules
+    find in its words."""
+    refreshed = await manager.entity_refresh.catch_up()
+    return {"refreshed": refreshed, "left": await manager.entity_refresh.left()}
 
 
 async def run_job(manager: MemoryManager, name: str, *, now: datetime | None = None, **options: Any) -> JobRun:

@@ -25,6 +25,7 @@ from agent_memory.models import (
 from agent_memory.storage.compaction_records import CompactionQueries
 from agent_memory.storage.context_records import ContextQueries
 from agent_memory.storage.digest_records import DigestQueries
+from agent_memory.storage.entity_records import EntityQueries
 from agent_memory.storage.fact_records import FactQueries
 from agent_memory.storage.graph_records import GraphQueries
 from agent_memory.storage.inserts import Inserts
@@ -70,6 +71,7 @@ class SqliteRecords(
     FactQueries,
     ContextQueries,
     ReembedQueries,
+    EntityQueries,
 ):
     def __init__(
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: Path | None = None

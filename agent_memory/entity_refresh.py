@@ -49,7 +49,13 @@ class EntityRefresh:
         self._records, self._extractor, self._config = records, extractor, config
         self._clock, self._notify, self._activity = clock, notify, activity
         self._lock = asyncio.Lock()  # one batch at a time, the background task's or a caller's
-        self._idle: IdleWork | None = None
+        self._idle = IdleWork(
+            "entity refresh",
+            partial(self._batch, config.refresh_batch),
+            activity=activity,
+            delay=config.refresh_delay.total_seconds(),
+            finished=f"every memory's entities follow {extractor.rules}",
+        )
         self.refreshed = 0
 
     async def start(self) -> None:
@@ -58,16 +64,10 @@ class EntityRefresh:
         rules = self._extractor.rules
         if (await self._records.entity_state()).rules != rules and not await self._records.words_left(""):
             await self._records.refresh_entities([], EntityState(rules, None), self._clock())
-        delay = self._config.refresh_delay.total_seconds()
-        batch = partial(self._batch, self._config.refresh_batch)
-        finished = f"every memory's entities follow {self._extractor.rules}"
-        self._idle = IdleWork("entity refresh", batch, activity=self._activity, delay=delay, finished=finished)
         self._idle.start()
 
     async def stop(self) -> None:
-        if self._idle is not None:
-            await self._idle.stop()
-            self._idle = None
+        await self._idle.stop()
 
     async def left(self) -> int:
         """How many memories are still to be looked at under the current rules."""

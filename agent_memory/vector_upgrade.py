@@ -57,7 +57,13 @@ class VectorUpgrade:
         self._config, self._clock, self._notify = config, clock, notify
         self._activity = activity or (lambda: records.commits)
         self._lock = asyncio.Lock()  # one batch at a time, the background task's or a caller's
-        self._idle: IdleWork | None = None
+        self._idle = IdleWork(
+            "vector upgrade",
+            partial(self._batch, config.upgrade_batch),
+            activity=self._activity,
+            delay=config.upgrade_delay.total_seconds(),
+            finished=f"every stored vector is now {embedder.name}'s",
+        )
         self.upgraded = 0
 
     @property
@@ -71,16 +77,10 @@ class VectorUpgrade:
 
     def start(self) -> None:
         if self.stale is not None:
-            finished = f"every stored vector is now {self._embedder.name}'s"
-            delay = self._config.upgrade_delay.total_seconds()
-            batch = partial(self._batch, self._config.upgrade_batch)
-            self._idle = IdleWork("vector upgrade", batch, activity=self._activity, delay=delay, finished=finished)
             self._idle.start()
 
     async def stop(self) -> None:
-        if self._idle is not None:
-            await self._idle.stop()
-            self._idle = None
+        await self._idle.stop()
 
     async def left(self) -> int:
         """How many memories still hold a vector to make again."""

@@ -240,11 +240,13 @@ class SqliteRecords(
         return datetime.fromisoformat(rows[0][0]) if rows and rows[0][0] else None
 
     async def turns(self) -> list[TurnRow]:
+        """Every turn, in log order. The rows become TurnRows on a worker thread: 0.7 s of the event loop's time
+        for the 100k real-text store's turns (doctor)."""
         rows = await self._fetch(
             "SELECT turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, checksum "
             "FROM turns ORDER BY segment, offset"
         )
-        return [turn_row(r) for r in rows]
+        return await asyncio.to_thread(lambda: [turn_row(r) for r in rows])
 
     async def get_turn(self, turn_id: str) -> TurnRow | None:
         rows = await self._fetch(

@@ -150,3 +150,25 @@ def test_the_cli_runs_the_refresh_and_reports_it(tmp_path: Path, embedder: Embed
     asyncio.run(first_rules_store(tmp_path, embedder))
     assert main(["--data-dir", str(tmp_path), "entities", "--json"]) == 0
     assert '"refreshed": 3' in capsys.readouterr().out
+
+
+async def test_every_kind_of_memory_it_looks_at_holds_what_its_words_give(tmp_path: Path, embedder: Embedder) -> None:
+    """A turn's, a long turn's chunks', a note's and a revision's entities are what the extractor finds in the
+    memory's words: a refresh under the same rules changes none of them (it would rewrite them otherwise)."""
+    config = store_config(tmp_path).model_copy(update={"max_content_bytes": 1024})
+    long_turn = " ".join(
+        f"Step {n}: Consider the Harbor build on host Ilha-{n}, then Ensure it passes." for n in range(40)
+    )
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        done = await manager.process_turns(
+            [TurnInput("s1", 0, TURNS[0], at=T0), TurnInput("s1", 1, long_turn, at=T0 + timedelta(minutes=1))]
+        )
+        assert len(done[1].chunk_memory_ids) > 1
+        await manager.notes.write("Fix: Priya moved the Harbor cache to Redis. Use the new key prefix.", kind="finding")
+        revised = await manager.update(str(done[0].memory_id), "Consider Porto. Tomasz booked it.", expected_revision=1)
+        assert set(revised.entities) == {"porto", "tomasz"}
+        looked_at = await manager.records.words_left("")
+        assert looked_at == 2 + len(done[1].chunk_memory_ids)
+        await manager.records.refresh_entities([], EntityState("proper-nouns-1", None), T0)  # as if the rules changed
+        assert await manager.entity_refresh.catch_up() == 0
+        assert (await manager.stats())["entities_to_refresh"] == 0

@@ -141,12 +141,16 @@ class MemoryManager(ReadPath):
         await asyncio.to_thread(exclude_data_dir, data_dir)  # a project store is git-ignored before it exists
         await asyncio.to_thread(make_private_dirs, data_dir, *folders)  # 0700, before any engine opens
         async with AsyncExitStack() as stack:
+            if self._owns_embedder:
+                stack.push_async_callback(self.embedder.aclose)  # closed last, an open that fails included
+            loading = asyncio.ensure_future(self.embedder.load())  # on its own thread while the engines open
+            stack.push_async_callback(_finished, loading)  # an open that fails closes nothing the load still uses
             rebuild_graph, rebuild_vectors = await self._open_engines(stack)
             self._build_components()  # constructors only: nothing here touches an engine
             stack.push_async_callback(self.write_path.drafter.aclose)
             self.images.start()  # deciding may import open-clip and torch: text memory does not wait for it
             stack.push_async_callback(self.images.stop)
-            await self.embedder.load()
+            await loading  # 0.5-0.7 s of loading the text model, no longer after the 0.6-0.8 s of opening
             await warn_other_model(self.records, self.embedder.name, upgrading=self.vector_upgrade.stale)
             await doctor.rebuild_missing(
                 self.records, self.graph, self.vectors, graph=rebuild_graph, vectors=rebuild_vectors
@@ -196,8 +200,6 @@ class MemoryManager(ReadPath):
         self.vectors: VectorStore = vectors
         stack.push_async_callback(self.vectors.aclose)
         await asyncio.to_thread(make_private_tree, data_dir)  # Kuzu and Qdrant Edge create files by the umask
-        if self._owns_embedder:
-            stack.push_async_callback(self.embedder.aclose)
         if self.image_embedder is not None and self._owns_image_embedder:
             stack.push_async_callback(self.image_embedder.aclose)
         if self.llm is not None and self._owns_llm:
@@ -730,3 +732,10 @@ class MemoryManager(ReadPath):
             await self.projector.recount()
             report = DoctorReport(report.memories, report.turns, report.pending_outbox, report.disagreements, repaired)
         return report
+
+
+async def _finished(task: asyncio.Future[None]) -> None:
+    """Wait for `task` to end, whatever its outcome: an open that failed has its own error to report."""
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # retrieved, so it is not logged as never retrieved

@@ -33,6 +33,20 @@ async def test_second_open_in_the_same_process_fails_naming_the_owner(config: Co
         assert (await again.stats())["pid"] == os.getpid()
 
 
+async def test_an_open_refused_while_its_model_loads_waits_for_the_load_and_leaves_nothing_open(
+    config: Config, embedder: Embedder
+) -> None:
+    """The text model loads on its own thread while the engines open: an open the lock refuses reports the lock
+    once the load has ended, and closes the model it loaded (no thread of it is left running)."""
+    async with MemoryManager.open(config, embedder=embedder) as owner:
+        refused = MemoryManager(config)  # its own embedder, not yet loaded
+        with pytest.raises(StoreLocked):
+            await refused.initialize()
+        with pytest.raises(RuntimeError, match="shutdown"):  # its threads are shut down: nothing can run on them
+            await refused.embedder.embed(["Priya moved to Porto."])
+        assert (await owner.stats())["pid"] == os.getpid()  # the owner's store untouched
+
+
 def test_another_process_is_refused_with_our_pid(tmp_path: Path) -> None:
     lock = OwnerLock(tmp_path / "owner.lock")
     lock.acquire()

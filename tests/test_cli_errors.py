@@ -138,6 +138,7 @@ CASES = [
     Case("chat-window-zero", ("chat", "--model", "m", "--window-tokens", "0"), ("--window-tokens", "positive integer")),
     Case("neighbours-bad-now", ("neighbours", "--now", "yesterday"), ("--now", "not an ISO-8601 time", "'yesterday'")),
     Case("upgrade-bad-now", ("upgrade", "--now", "yesterday"), ("--now", "not an ISO-8601 time", "'yesterday'")),
+    Case("entities-bad-now", ("entities", "--now", "yesterday"), ("--now", "not an ISO-8601 time", "'yesterday'")),
     Case(
         "import-markdown-missing-path", ("import-markdown", "{tmp}/nowhere"), ("{tmp}/nowhere", "nothing was imported")
     ),

@@ -67,6 +67,10 @@ def test_bad_values_name_the_key(tmp_path: Path) -> None:
     for interval in ("-PT0.001S", "PT2S"):  # a negative switch interval, or one that would stall every thread
         with pytest.raises(ConfigError, match="serve.switch_interval"):
             load_config(environ={"AGENT_MEMORY__SERVE__SWITCH_INTERVAL": interval})
+    with pytest.raises(ConfigError, match="extraction.refresh_delay"):  # a negative wait would spin the idle loop
+        load_config(environ={"AGENT_MEMORY__EXTRACTION__REFRESH_DELAY": "-PT1S"})
+    with pytest.raises(ConfigError, match="extraction.refresh_batch"):
+        load_config(environ={"AGENT_MEMORY__EXTRACTION__REFRESH_BATCH": "0"})
     broken = tmp_path / "bad.toml"
     broken.write_text("data_dir = [unclosed")
     with pytest.raises(ConfigError, match="bad.toml"):

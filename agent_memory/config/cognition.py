@@ -16,7 +16,7 @@ class ExtractionConfig(Section):
     refresh_batch: int = Field(default=200, ge=1)
     """Memories the entity refresh (entity_refresh.py) looks at a transaction, when the rules that find entities
     (or `max_entities`) changed since they were stored: about 60 ms of extraction for 200 LongMemEval-sized turns."""
-    refresh_delay: timedelta = timedelta(seconds=2)
+    refresh_delay: timedelta = Field(default=timedelta(seconds=2), ge=timedelta(0))
     """How long no write may be committed and no question asked before the entity refresh starts; it then goes on,
     batch after batch, until someone writes or asks."""
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory.errors import CorruptRecord
-from agent_memory.models import Disagreement, DoctorReport, LogPosition, TurnRow
+from agent_memory.models import Disagreement, DoctorReport, LogPosition
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph_projection import SESSION_KEYS
 from agent_memory.storage.image_files import remove_files, stored_files
@@ -65,7 +65,7 @@ async def check(
     for collection, what in ((TEXT, "memories"), (IMAGE, "image vectors"), (CONTEXT, "context vectors")):
         if stale := await asyncio.to_thread(_stale_points, points[collection], searched):  # 100k: 0.14 s
             found.append(Disagreement("vectors", f"{what} {PAYLOADS}", tuple(stale)))
-    turns = await records.turns()
+    turns = await records.turn_positions()
     found.extend(await _check_log(turns, journal, await records.shadowed_ids()))
     found.extend(await _check_image_files(records, data_dir))
     kept, counted = await records.counts(), await records.counted_by_scan()
@@ -92,28 +92,32 @@ def _stale(payload: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return any(payload.get(field) != wanted[field] for field in ("namespace", "status", "tier"))
 
 
-async def _check_log(turns: list[TurnRow], journal: JsonlJournal, shadowed: set[str]) -> list[Disagreement]:
-    logged: dict[LogPosition, tuple[str, str]] = {}
+Place = tuple[int, int, int]  # a log position as plain numbers (segment, offset, length): see turn_positions
+Turn = tuple[str, Place, str]  # turn id, where its record is, its checksum
+
+
+async def _check_log(turns: list[Turn], journal: JsonlJournal, shadowed: set[str]) -> list[Disagreement]:
+    logged: dict[Place, tuple[str, str]] = {}
     try:
         async for position, record in journal.scan():
-            logged[position] = (record.turn_id, record.checksum)
+            logged[(position.segment, position.offset, position.length)] = (record.turn_id, record.checksum)
     except CorruptRecord as exc:
         return [Disagreement("log", f"unreadable record ({exc}; cannot be repaired)", ())]
     return await asyncio.to_thread(_log_disagreements, logged, turns, shadowed)  # 100k turns: 0.16 s of comparing
 
 
 def _log_disagreements(
-    logged: dict[LogPosition, tuple[str, str]], turns: list[TurnRow], shadowed: set[str]
+    logged: dict[Place, tuple[str, str]], turns: list[Turn], shadowed: set[str]
 ) -> list[Disagreement]:
     """The turns whose log record is elsewhere or gone, and the logged turns SQLite does not hold."""
     where = dict(logged.values())
-    wrong = [t for t in turns if logged.get(t.position) != (t.turn_id, t.checksum)]
-    indexed = {t.turn_id for t in turns}
+    wrong = [(turn_id, checksum) for turn_id, place, checksum in turns if logged.get(place) != (turn_id, checksum)]
+    indexed = {turn_id for turn_id, _, _ in turns}
     unindexed = [turn_id for turn_id, _ in logged.values() if turn_id not in indexed and turn_id not in shadowed]
     found = []
-    if misplaced := [t.turn_id for t in wrong if where.get(t.turn_id) == t.checksum]:
+    if misplaced := [turn_id for turn_id, checksum in wrong if where.get(turn_id) == checksum]:
         found.append(Disagreement("log", MISPLACED, tuple(misplaced)))
-    if gone := [t.turn_id for t in wrong if where.get(t.turn_id) != t.checksum]:
+    if gone := [turn_id for turn_id, checksum in wrong if where.get(turn_id) != checksum]:
         found.append(Disagreement("log", "turns whose log record is gone (cannot be repaired)", tuple(gone)))
     if unindexed:
         found.append(Disagreement("log", UNINDEXED, tuple(unindexed)))

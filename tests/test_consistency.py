@@ -219,6 +219,19 @@ async def test_doctor_reports_a_log_offset_that_points_elsewhere(config: Config,
         ]
 
 
+async def test_doctor_reports_a_turn_whose_log_record_is_gone(config: Config, embedder: Embedder) -> None:
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        results = await manager.process_turns(
+            [{"session_id": "s1", "turn_number": i, "content": f"line {i} of notes"} for i in range(3)]
+        )
+        async with manager.records.transaction() as db:  # no record in the log carries this checksum any more
+            await db.execute("UPDATE turns SET checksum = 'no-such-checksum' WHERE turn_number = 1")
+        report = await manager.doctor()
+        assert [(d.store, d.kind, d.ids) for d in report.disagreements] == [
+            ("log", "turns whose log record is gone (cannot be repaired)", (results[1].turn_id,))
+        ]
+
+
 async def test_an_unreadable_graph_is_set_aside_and_rebuilt(config: Config, embedder: Embedder) -> None:
     async with MemoryManager.open(config, embedder=embedder) as manager:
         await manager.process_turns(

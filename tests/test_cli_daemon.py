@@ -6,6 +6,7 @@ so it stays the last one that uses the `daemon` fixture. The other tests need no
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -25,7 +26,8 @@ from typing import IO, Any
 import httpx
 import pytest
 
-from agent_memory.config import SleepConfig
+from agent_memory.config import SleepConfig, load_config
+from agent_memory.embeddings.text import Embedder
 from agent_memory.errors import (
     AgentMemoryError,
     DaemonError,
@@ -37,8 +39,10 @@ from agent_memory.errors import (
 from agent_memory.interfaces.cli import main
 from agent_memory.interfaces.client import DaemonClient, find_daemon
 from agent_memory.interfaces.discovery import daemon_file, publish, serving_url
-from agent_memory.interfaces.serve import thread_switching
+from agent_memory.interfaces.serve import settled, thread_switching
 from agent_memory.interfaces.token import load_or_create_token
+from agent_memory.manager import MemoryManager
+from agent_memory.models import TurnInput
 from agent_memory.storage.lock import OwnerLock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,6 +216,26 @@ def test_the_switch_interval_holds_while_the_daemon_serves_then_is_put_back() ->
         assert sys.getswitchinterval() == pytest.approx(0.003)
     finally:
         sys.setswitchinterval(python)
+
+
+async def test_the_daemon_freezes_its_heap_once_open_and_again_once_the_keyword_projection_is_built(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    config = load_config(environ={}, data_dir=str(tmp_path / "mem"), save__keep_all=True)
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        await manager.process_turns([TurnInput("s1", n, f"Ines booked flight {n} to Porto.") for n in range(3)])
+        index = manager.records.keyword_index
+        assert index is not None and not index.ready and gc.get_freeze_count() == 0
+        async with settled(manager) as built:
+            at_open = gc.get_freeze_count()
+            assert at_open > 1000  # what the process holds: modules, functions, the engines' bindings
+            assert built is not None
+            await built
+            assert index.ready and gc.get_freeze_count() > at_open  # the projection's own objects, frozen too
+            found = await manager.retrieve("Porto flight 2", k=1)
+            assert [r.memory.content for r in found] == ["Ines booked flight 2 to Porto."]
+        assert gc.get_freeze_count() == 0  # handed back to the collector
+        assert built.done()
 
 
 async def test_a_daemon_file_whose_process_holds_no_lock_is_ignored(tmp_path: Path) -> None:

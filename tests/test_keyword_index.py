@@ -358,6 +358,28 @@ async def test_the_change_log_is_pruned_and_a_gap_rebuilds(records: SqliteRecord
     assert {i for i, _ in found} == {"lisbon1", "lisbon2"}
 
 
+async def test_a_build_over_a_pruned_change_log_applies_the_next_write_without_building_again(
+    records: SqliteRecords,
+) -> None:
+    """A daemon that starts on a store whose applied change rows were pruned: the next change's number is past the
+    pruned ones, which is no gap. Before, the build took max(seq) of the empty table (0) for what it reflected, and
+    the first write after it rebuilt the whole index."""
+    await _insert(records, [(f"m{i}", "default", "active", f"note {i} about porto", "[]") for i in range(3)])
+    await records.write_one("DELETE FROM keyword_changes")  # applied and pruned by the process before
+    projection = records.start_keyword_index()
+    await projection.wait()
+    await asyncio.sleep(0)  # the catch-up the build's end started
+    if projection._catching is not None:
+        await projection._catching
+    built = projection._built
+    assert built is not None and built.done()
+    await _insert(records, [("kyoto1", "default", "active", "a week in kyoto", "[]")])
+    await projection.catch_up()  # as the projector does after a write
+    assert projection.ready and projection._built is built  # applied, not built again
+    assert [i for i, _ in await records.keyword_search("default", ["kyoto"], limit=5)] == ["kyoto1"]
+    assert projection._built is built
+
+
 async def test_a_reused_rowid_is_a_new_document(records: SqliteRecords) -> None:
     """SQLite reuses the largest rowid once its row is deleted: the projection must not keep the old words."""
     await records.start_keyword_index().wait()

@@ -17,8 +17,6 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +63,7 @@ async def measure(data_dir: Path, *, frozen: bool = True) -> DoctorStalls:
     config = load_config(environ=environ, data_dir=str(data_dir), journal__fsync="never")
     async with (
         MemoryManager.open(config) as manager,
-        settled(manager) if frozen else _unfrozen(manager) as built,
+        settled(manager, freeze=frozen) as built,
     ):
         if built is not None:
             await built
@@ -102,13 +100,6 @@ async def measure(data_dir: Path, *, frozen: bool = True) -> DoctorStalls:
             len(full),
             max(full, default=0.0) * 1000,
         )
-
-
-@asynccontextmanager
-async def _unfrozen(manager: MemoryManager) -> AsyncIterator[asyncio.Task[None] | None]:
-    """`settled` without the freezing: the keyword projection built, the heap as Python keeps it."""
-    index = manager.records.keyword_index
-    yield None if index is None else asyncio.create_task(index.wait())
 
 
 async def run(store: Path, rounds: int, *, frozen: bool = True) -> list[DoctorStalls]:

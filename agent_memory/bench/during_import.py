@@ -14,8 +14,9 @@
    50 ms while the next `--turns` LongMemEval turns are imported.
 
 It runs under the daemon's thread switch interval (`serve.switch_interval`; `--switch-ms` sets another, 0 leaves
-Python's 5 ms). Reported as p50 / p95 / max ms and the import's own turns a second. The benchmark data is read where
-the user keeps it; nothing is copied into the repository.
+Python's 5 ms), with the store settled as the daemon settles it (keyword projection built, heap frozen: serve.py;
+`--no-freeze` leaves the heap as Python keeps it). Reported as p50 / p95 / max ms and the import's own turns a
+second. The benchmark data is read where the user keeps it; nothing is copied into the repository.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from agent_memory.bench.latency_real import prepare, real_store_arguments
 from agent_memory.bench.perf import percentile
 from agent_memory.interfaces.cli_ingest import prepared_ahead
 from agent_memory.interfaces.routing import LocalStore
-from agent_memory.interfaces.serve import thread_switching
+from agent_memory.interfaces.serve import settled, thread_switching
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
 
@@ -67,6 +68,7 @@ class Figures:
     size: int
     memories: int
     switch_ms: float
+    frozen: bool
 
 
 def _cell(values: list[float]) -> str:
@@ -176,13 +178,15 @@ async def run(args: argparse.Namespace) -> Figures:
         switching = config.serve.switch_interval if args.switch_ms is None else timedelta(milliseconds=args.switch_ms)
         with thread_switching(switching):  # as the daemon serves
             switch_ms = sys.getswitchinterval() * 1000
-            async with MemoryManager.open(copied) as manager:
-                if manager.records.keyword_index is not None:
-                    await manager.records.keyword_index.wait()
+            async with MemoryManager.open(copied) as manager, settled(manager, freeze=not args.no_freeze) as built:
+                if built is not None:
+                    await built
                 model = await model_alone(manager, [str(t.content) for t in turns[: 10 * BATCH]], questions[0])
                 retrieve, seconds = await whole_retrieval(manager, turns[: args.turns], questions, now)
                 live = await live_turns(manager, turns[args.turns :])
-    return Figures(model, retrieve, live, args.turns, seconds, args.size, int(build["memories"]), switch_ms)
+    return Figures(
+        model, retrieve, live, args.turns, seconds, args.size, int(build["memories"]), switch_ms, not args.no_freeze
+    )
 
 
 def render(figures: Figures) -> str:
@@ -198,7 +202,8 @@ def render(figures: Figures) -> str:
             f"import: {figures.imported:,} LongMemEval dev turns in batches of {BATCH} for each of the last two rows "
             f"(the next {figures.imported:,} for the live turns), {figures.imported / figures.import_seconds:.0f} "
             "turns/s while questioned; Python's thread switch interval "
-            f"{figures.switch_ms:g} ms (the daemon's is `serve.switch_interval`).",
+            f"{figures.switch_ms:g} ms (the daemon's is `serve.switch_interval`); the heap "
+            f"{'frozen, as the daemon freezes it' if figures.frozen else 'not frozen (--no-freeze)'}.",
             "",
             "| ms, p50 / p95 / max | idle | while an import runs | calls during it |",
             "|---|---|---|---|",
@@ -218,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--switch-ms", type=float, help="Python's thread switch interval, ms (default: the daemon's; 0: Python's)"
     )
+    parser.add_argument("--no-freeze", action="store_true", help="leave the heap unfrozen (the daemon freezes it)")
     parser.add_argument("--out", type=Path, help="write the table between the bench-during-import markers there")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -81,16 +81,17 @@ def heap_frozen() -> Iterator[None]:
 
 
 @asynccontextmanager
-async def settled(manager: MemoryManager) -> AsyncIterator[asyncio.Task[None] | None]:
+async def settled(manager: MemoryManager, *, freeze: bool = True) -> AsyncIterator[asyncio.Task[None] | None]:
     """The daemon's heap frozen now that the store is open, and again when the keyword projection is built (started
     here, not at the first search: FTS5, which answers until then, counts BM25's statistics over every namespace).
-    Yields the task that freezes after the build (None without a projection); the heap is handed back after."""
-    with heap_frozen():
+    Yields the task that waits for the build and freezes after it (None without a projection); the heap is handed
+    back after. `freeze=False` (benchmarks' comparison) builds the projection and leaves the heap alone."""
+    with heap_frozen() if freeze else nullcontext():
         index = manager.records.keyword_index
         built = None
         if index is not None:
             index.start()
-            built = asyncio.create_task(_freeze_when(index.wait()))
+            built = asyncio.create_task(_after(index.wait(), freeze=freeze))
         try:
             yield built
         finally:
@@ -100,14 +101,15 @@ async def settled(manager: MemoryManager) -> AsyncIterator[asyncio.Task[None] | 
                     await built
 
 
-async def _freeze_when(ready: Awaitable[object]) -> None:
+async def _after(ready: Awaitable[object], *, freeze: bool) -> None:
     try:
         await ready
     except Exception as exc:  # a failed build is the searches' to meet (they ask FTS5); nothing new to freeze
         log.debug("keyword projection not built (%s); heap left as frozen at start", exc)
         return
-    count = freeze_heap()  # walks only what was made since the first freeze
-    log.debug("heap frozen: %d objects", count)
+    if freeze:
+        count = freeze_heap()  # walks only what was made since the first freeze
+        log.debug("heap frozen: %d objects", count)
 
 
 def check_exposure(host: str, *, allow_remote: bool) -> None:

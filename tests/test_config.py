@@ -71,6 +71,10 @@ def test_bad_values_name_the_key(tmp_path: Path) -> None:
         load_config(environ={"AGENT_MEMORY__EXTRACTION__REFRESH_DELAY": "-PT1S"})
     with pytest.raises(ConfigError, match="extraction.refresh_batch"):
         load_config(environ={"AGENT_MEMORY__EXTRACTION__REFRESH_BATCH": "0"})
+    for share in ("1.5", "-0.1", "much"):  # a share of the score: 0 to 1
+        with pytest.raises(ConfigError, match="retrieval.time_penalty_after"):
+            load_config(environ={"AGENT_MEMORY__RETRIEVAL__TIME_PENALTY_AFTER": share})
+    assert load_config(environ={"AGENT_MEMORY__RETRIEVAL__TIME_PENALTY_AFTER": "1"}).retrieval.time_penalty_after == 1.0
     broken = tmp_path / "bad.toml"
     broken.write_text("data_dir = [unclosed")
     with pytest.raises(ConfigError, match="bad.toml"):

@@ -30,7 +30,13 @@ from agent_memory.scoring import decay_strength
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 PLAIN = RetrievalConfig(
-    graph_weight=0, session_weight=0, mood_weight=0, decay_weight=0, user_weight=0, time_boost=0, time_penalty=1
+    graph_weight=0,
+    session_weight=0,
+    mood_weight=0,
+    decay_weight=0,
+    user_weight=0,
+    time_boost=0,
+    time_penalty=1,
 )
 
 
@@ -143,6 +149,31 @@ def test_time_window_boosts_inside_and_penalises_outside() -> None:
     ranked = rank(rankings, [], {"in": inside, "out": outside}, signals, config=config, decay=DecayConfig())
     assert [r.memory.memory_id for r in ranked.results] == ["in", "out"]
     assert ranked.results[0].layers["time"].score == 2.0 and ranked.results[1].layers["time"].score == 0.3
+
+
+def test_a_memory_said_after_the_window_can_keep_its_own_share() -> None:
+    """ "What did I fix first in February?" asked in April: a turn of March can tell of February, one of January
+    cannot: the one said after keeps `time_penalty_after`, the one said before `time_penalty`."""
+    window = TimeWindow(NOW - timedelta(days=60), NOW - timedelta(days=30), "in February")
+    before, after = memory("before", at=NOW - timedelta(days=90)), memory("after", at=NOW - timedelta(days=20))
+    rankings = {"keyword": [("before", 1.0), ("after", 1.0)]}
+    signals = Signals(NOW, window=window)
+    for config, factors in (
+        (
+            replace_config(PLAIN, time_boost=0.3, time_penalty=0.5, time_penalty_after=0.5),
+            {"before": 0.5, "after": 0.5},
+        ),
+        (
+            replace_config(PLAIN, time_boost=0.3, time_penalty=0.5, time_penalty_after=1.0),
+            {"before": 0.5, "after": 1.0},
+        ),
+    ):
+        ranked = rank(rankings, [], {"before": before, "after": after}, signals, config=config, decay=DecayConfig())
+        assert {r.memory.memory_id: r.layers["time"].score for r in ranked.results} == factors
+    assert [r.memory.memory_id for r in ranked.results] == ["after", "before"]
+    open_ended = Signals(NOW, window=TimeWindow(NOW - timedelta(days=60), None, "since February"))
+    ranked = rank(rankings, [], {"before": before, "after": after}, open_ended, config=config, decay=DecayConfig())
+    assert {r.memory.memory_id: r.layers["time"].score for r in ranked.results} == {"before": 0.5, "after": 1.3}
 
 
 def test_role_weight_prefers_user_turns_unless_the_question_is_about_the_assistant() -> None:

@@ -69,7 +69,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "without grep": {"grep_weight": 0.0},
     "with graph walk": {"graph_weight": 0.5},  # retrieve()'s walk; notes rank without it (notes.graph_weight)
     "without session lift": {"session_weight": 0.0},
-    "without time weights": {"time_boost": 0.0, "time_penalty": 1.0, "time_layer_weight": 0.0},
+    "without time weights": {
+        "time_boost": 0.0,
+        "time_penalty": 1.0,
+        "time_penalty_after": 1.0,
+        "time_layer_weight": 0.0,
+    },
     "with decay 0.05": {"decay_weight": 0.05},
     "with event anchors": {"event_anchors": True},
     "fusion rrf": {"fusion": "rrf"},

@@ -51,6 +51,7 @@ PLAIN_BM25: dict[str, Any] = {  # the keyword layer alone: FTS5's BM25 over the 
     "context_search": False,
     "time_boost": 0.0,
     "time_penalty": 1.0,
+    "time_penalty_after": 1.0,
 }
 """Issue #22's floor: the configuration is never to score below its own keyword layer alone. Every `bench` run asks
 the questions this way too, on the same store, and reports the difference question by question."""

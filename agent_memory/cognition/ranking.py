@@ -234,8 +234,7 @@ def _weigh(
         strength = memory_strength(memory, signals.now, decay)
         factors["decay"] = 1.0 - config.decay_weight * (1.0 - strength)
     if signals.window is not None:
-        inside = in_window(memory.event_at, signals.window)
-        factors["time"] = 1.0 + config.time_boost if inside else config.time_penalty
+        factors["time"] = _time_factor(memory.event_at, signals.window, config)
     if config.user_weight > 0 and memory.role is not None and memory.media is Media.TEXT:
         favoured = Role.ASSISTANT if signals.prefer_assistant else Role.USER
         factors["role"] = 1.0 + config.user_weight if memory.role is favoured else 1.0
@@ -243,6 +242,14 @@ def _weigh(
         hits[name] = LayerHit(name, 0, factor)
         score *= factor
     return score
+
+
+def _time_factor(at: datetime, window: TimeWindow, config: RetrievalConfig) -> float:
+    if in_window(at, window):
+        return 1.0 + config.time_boost
+    if window.end is not None and at >= window.end:  # said after: it can tell of the window's time
+        return config.time_penalty_after
+    return config.time_penalty
 
 
 def in_window(at: datetime, window: TimeWindow) -> bool:

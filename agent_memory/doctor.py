@@ -42,6 +42,8 @@ UNINDEXED = "logged turns missing from SQLite"
 MISPLACED = "turn offsets that do not point at their record"
 COUNTS = "kept row counts that differ from the tables"
 PAYLOADS = "whose payload differs from SQLite (namespace, status, tier or event time)"
+Place = tuple[int, int, int]  # a log position as plain numbers (segment, offset, length): records.turn_positions
+Turn = tuple[str, Place, str]  # a turn's id, where its record is, its checksum
 
 
 async def check(
@@ -90,10 +92,6 @@ def _stale(payload: dict[str, Any], wanted: dict[str, Any]) -> bool:
     if not isinstance(at, int | float) or abs(at - wanted["event_at"]) > 1e-3:
         return True
     return any(payload.get(field) != wanted[field] for field in ("namespace", "status", "tier"))
-
-
-Place = tuple[int, int, int]  # a log position as plain numbers (segment, offset, length): see turn_positions
-Turn = tuple[str, Place, str]  # turn id, where its record is, its checksum
 
 
 async def _check_log(turns: list[Turn], journal: JsonlJournal, shadowed: set[str]) -> list[Disagreement]:

@@ -241,7 +241,7 @@ class SqliteRecords(
 
     async def turns(self) -> list[TurnRow]:
         """Every turn, in log order. The rows become TurnRows on a worker thread: 0.7 s of the event loop's time
-        for the 100k real-text store's turns (doctor)."""
+        for the 100k real-text store's turns. Doctor reads `turn_positions()`, which holds fewer objects."""
         rows = await self._fetch(
             "SELECT turn_id, namespace, session_id, turn_number, role, at, segment, offset, length, checksum "
             "FROM turns ORDER BY segment, offset"

@@ -37,6 +37,8 @@ CREATE_MEMORIES = "COPY Memory FROM (UNWIND $rows AS row RETURN row.id, row.name
 UPDATE_MEMORY = "MATCH (m:Memory {id: $id}) SET m.namespace = $namespace, m.type = $type, m.created_at = $created_at"
 MERGE_SESSION = "MERGE (s:Session {id: $key}) SET s.namespace = $namespace, s.session_id = $session_id"
 MERGE_ENTITY = "MERGE (:Entity {name: $name})"
+ENTITY_NAMES = "MATCH (x:Entity) RETURN x.name"
+CREATE_ENTITIES = "COPY Entity FROM (UNWIND $rows AS row RETURN row.name)"
 EXISTING = "MATCH (m:Memory {id: $id}) RETURN m.id"
 # The edges a memory owns, replaced on every upsert: its entities, its session, and the NEXT edge into it.
 UNLINK = {

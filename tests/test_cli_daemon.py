@@ -236,6 +236,10 @@ async def test_the_daemon_freezes_its_heap_once_open_and_again_once_the_keyword_
             assert [r.memory.content for r in found] == ["Ines booked flight 2 to Porto."]
         assert gc.get_freeze_count() == 0  # handed back to the collector
         assert built.done()
+        async with settled(manager, freeze=False) as unfrozen:  # the benchmarks' comparison: nothing frozen
+            assert unfrozen is not None
+            await unfrozen
+            assert index.ready and gc.get_freeze_count() == 0
 
 
 async def test_a_daemon_file_whose_process_holds_no_lock_is_ignored(tmp_path: Path) -> None:

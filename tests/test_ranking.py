@@ -37,6 +37,7 @@ PLAIN = RetrievalConfig(
     user_weight=0,
     time_boost=0,
     time_penalty=1,
+    time_penalty_after=1,
 )
 
 

@@ -81,7 +81,8 @@ class RetrievalConfig(Section):
     time_penalty_after: float = Field(default=0.9, ge=0.0, le=1.0)
     """A memory said after the query's window keeps this share instead of `time_penalty`: what is said after a time
     can tell of it ("in February I had the car serviced", said in March), what was said before it cannot. The same
-    as `time_penalty` by default: on the dev splits it changed nothing (docs/benchmarks.md, "Ablations by folds")."""
+    value as `time_penalty` by default, but it does not follow it: set both to change how time weighs. On the dev
+    splits 1.0 changed nothing (docs/benchmarks.md, "Ablations by folds")."""
     event_anchors: bool = False
     """Read "before X" / "after X" with no date in X as a window cut at the best keyword match for X ("before I
     moved"). Off (the default), a window needs a time expression ("before May 2023", "after last week"): the anchor

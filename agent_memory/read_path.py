@@ -36,7 +36,7 @@ from agent_memory.models import (
     RetrievalResult,
     new_id,
 )
-from agent_memory.policy.controller import Policy
+from agent_memory.policy.controller import HeuristicPolicy, Policy
 from agent_memory.recall import RANKED_ON_THE_LOOP, Query, Recall, Recalled
 from agent_memory.retrieval_log import RetrievalLog, RetrievalRecord
 from agent_memory.storage.outbox import Projector
@@ -160,8 +160,12 @@ class ReadPath:
         return pack_after(ranked, block, budget, self.token_counter)
 
     def configure_retrieval(self, retrieval: RetrievalConfig) -> None:
-        """Swap the retrieval weights in place (ablations, tuning); the stores are untouched."""
+        """Swap the retrieval weights in place (ablations, tuning); the stores are untouched. The shipped policy
+        takes the new candidate pool and finalists too (a context's pool is the policy's answer); a policy of your
+        own keeps its answers."""
         self.config = self.config.model_copy(update={"retrieval": retrieval})
+        if isinstance(self.policy, HeuristicPolicy):
+            self.policy.retrieval = retrieval
         self._reader.config = self.config
         self.token_counter = make_counter(retrieval.token_counter)
 

@@ -50,6 +50,18 @@ def ids(results: list) -> list[str]:  # type: ignore[type-arg]
 SERIALS = [f"Shipped the replacement router, serial KX99{n:05d}, to the Leeds office." for n in range(17340, 17370)]
 
 
+async def test_a_swapped_candidate_pool_reaches_a_contexts_recall(manager: MemoryManager) -> None:
+    """configure_retrieval (the folds' and ablations' variants) moves the candidate pool a context asks each layer
+    for, which the shipped policy answers: before, a variant of `candidate_limit` changed no context."""
+    await add(manager, "birds", [f"Heron number {n} stood by the lock gate at dawn." for n in range(40)], NOW)
+    plain(manager)
+    wide = await manager.recall("a heron by the lock gate", budget_tokens=128, now=NOW + timedelta(hours=1))
+    plain(manager, candidate_limit=2)
+    assert manager.candidates_for(128) == 2 and manager.candidates_for(2048) == 2048 // 64
+    narrow = await manager.recall("a heron by the lock gate", budget_tokens=128, now=NOW + timedelta(hours=1))
+    assert 0 < len(narrow.ranked.results) <= 3 * 2 < len(wide.ranked.results)
+
+
 async def test_an_answer_only_grep_finds(manager: MemoryManager) -> None:
     target = (await add(manager, "ops", SERIALS, NOW - timedelta(days=3)))[17]  # serial KX9917357
     plain(manager, grep_weight=0.0)

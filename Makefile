@@ -25,10 +25,11 @@ demo: $(STAMP)
 # which a tmpfs makes free and a disk does not (the whole suite here: 9 min 11 s on disk, 7 min 37 s in memory, the
 # same hour). Each passing test's folder is removed as it ends
 # (tmp_path_retention_policy), so a run holds only the stores in use (1.5 GB at most in a full run here), and the
-# folder goes when the run passes. TEST_BASETEMP= keeps them on disk, in pytest's usual place.
+# folder goes when the run passes. One folder a checkout (two checkouts' runs at once do not meet). TEST_BASETEMP=
+# keeps them on disk, in pytest's usual place.
 PYTEST_WORKERS ?= 2
 TEST_BASETEMP ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && \
-	[ "$$(df -Pk /dev/shm | awk 'NR == 2 {print $$4}')" -ge 8388608 ] && echo /dev/shm/agent-memory-tests-$$(id -u))
+	[ "$$(df -Pk /dev/shm | awk 'NR == 2 {print $$4}')" -ge 8388608 ] && echo /dev/shm/agent-memory-tests-$$(id -u)-$$(echo '$(CURDIR)' | cksum | cut -d ' ' -f 1))
 test: $(STAMP)
 	@$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(if $(TEST_BASETEMP),--basetemp=$(TEST_BASETEMP)) \
 	$(PYTEST_ARGS); code=$$?; \

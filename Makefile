@@ -29,7 +29,7 @@ demo: $(STAMP)
 # keeps them on disk, in pytest's usual place.
 PYTEST_WORKERS ?= 2
 TEST_BASETEMP ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && \
-	[ "$$(df -Pk /dev/shm | awk 'NR == 2 {print $$4}')" -ge 8388608 ] && echo /dev/shm/agent-memory-tests-$$(id -u)-$$(echo '$(CURDIR)' | cksum | cut -d ' ' -f 1))
+	[ "$$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $$4}')" -ge 8388608 ] 2>/dev/null && echo /dev/shm/agent-memory-tests-$$(id -u)-$$(echo '$(CURDIR)' | cksum | cut -d ' ' -f 1))
 test: $(STAMP)
 	@$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(if $(TEST_BASETEMP),--basetemp=$(TEST_BASETEMP)) \
 	$(PYTEST_ARGS); code=$$?; \

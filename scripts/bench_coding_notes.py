@@ -33,7 +33,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the report as JSON")
     args = parser.parse_args()
     variants = {name: VARIANTS[name] for name in args.only or []} if args.only or args.variant else dict(VARIANTS)
-    variants |= {name: changes for name, changes in parse_variants(args.variant).items() if name not in variants}
+    try:
+        yours = parse_variants(args.variant)
+    except ValueError as exc:
+        parser.error(str(exc))
+    variants |= {name: changes for name, changes in yours.items() if name not in variants}
     files = {str(args.data): load_notes(args.data)} if args.data else {}
     names = [args.set] if args.set != "all" else list(SETS)
     sets = files or {name: load_notes(name=SETS[name]) for name in names}

@@ -38,6 +38,10 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    try:
+        variants = parse_variants(args.variant)
+    except ValueError as exc:
+        parser.error(str(exc))
     for name, folder in (("--data-dir", args.data_dir), ("--baseline-dir", args.baseline_dir)):
         if folder is not None and not (folder / "memory.db").is_file():  # opening it would make an empty store
             parser.error(f"{name} {folder}: no store there (no memory.db); fill one with agent-memory bench first")
@@ -56,7 +60,6 @@ def main() -> int:
         )
         report = compare(results, "baseline store")
     else:
-        variants = parse_variants(args.variant)
         results = asyncio.run(figures(args.data_dir, args.dataset, args.data, variants, budget=args.budget))
         report = compare(results, "shipped defaults")
     print(format_comparison(report, args.dataset))

@@ -45,6 +45,31 @@ def test_a_variant_is_named_settings_as_json_scalars_beside_the_defaults() -> No
     }
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("x=candidat_limit:75", "'candidat_limit' is not a retrieval setting (did you mean 'candidate_limit'?)"),
+        ("x=graph_weight:-1", "graph_weight = -1: Input should be greater than or equal to 0"),
+        ('x=rrf_k:"many"', "rrf_k = 'many'"),
+        ("x=fusion:best", "fusion = 'best'"),
+        ("x=graph_weight", "'graph_weight' is not key:value"),
+        ("=graph_weight:0", "has no name"),
+    ],
+)
+def test_a_variant_that_is_not_a_retrieval_setting_is_refused_by_name(spec: str, message: str) -> None:
+    """A misspelt key would make a variant the defaults under another name: 0.0000 in every fold, read as "no
+    effect" (as a candidate_limit variant was, before configure_retrieval moved the policy's pool)."""
+    with pytest.raises(ValueError) as refused:
+        parse_variants([spec])
+    assert message in str(refused.value)
+
+
+def test_a_variants_values_are_taken_as_the_config_takes_them() -> None:
+    variants = parse_variants(["blend=fusion:blend,graph_weight:1,event_anchors:true", "same"])
+    assert variants["blend"] == {"fusion": "blend", "graph_weight": 1.0, "event_anchors": True}
+    assert isinstance(variants["blend"]["graph_weight"], float) and variants["same"] == {}
+
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_folds.py"
 
 
@@ -55,6 +80,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_folds.py"
         (["--apart", "--baseline-dir", "{store}"], "give no --variant or --baseline-dir"),
         (["--variant", "x=rrf_k:30", "--baseline-dir", "{store}"], "--baseline-dir compares two stores"),
         (["--data-dir", "{empty}"], "no store there (no memory.db)"),
+        (["--variant", "x=candidat_limit:75"], "did you mean 'candidate_limit'?"),
     ],
 )
 def test_the_script_refuses_what_it_cannot_compare_before_opening_anything(

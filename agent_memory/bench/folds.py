@@ -17,16 +17,20 @@ store for each conversation alone and compares, question by question, with DIR.
 
 from __future__ import annotations
 
+import difflib
+import json
 import statistics
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from agent_memory.bench.bootstrap import Rows, paired_interval
 from agent_memory.bench.harness import HEADLINE, QUESTIONS, Scores, ask, catch_up_vectors, ingest, limited, turns_for
 from agent_memory.bench.questions import Question
-from agent_memory.config import load_config
+from agent_memory.config import RetrievalConfig, load_config
 from agent_memory.manager import MemoryManager
 
 
@@ -131,12 +135,43 @@ def format_comparison(report: Mapping[str, Any], dataset: str) -> str:
 
 
 def parse_variants(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """NAME=key:value,key:value ... (values as JSON scalars: true, 0.0, "rrf"); NAME alone is the defaults."""
-    import json
-
+    """NAME=key:value,key:value ... (values as JSON scalars: true, 0.0, "rrf"; a bare word is a string); NAME alone
+    is the defaults. Every key must be a retrieval setting and every value one it takes, or ValueError says which:
+    a misspelt key would make a variant the defaults under another name, 0.0000 in every fold."""
     variants: dict[str, dict[str, Any]] = {"shipped defaults": {}}
     for spec in specs:
         name, _, body = spec.partition("=")
-        pairs = [p.split(":", 1) for p in body.split(",") if p]
-        variants[name] = {key: json.loads(value) for key, value in pairs}
+        if not name.strip():
+            raise ValueError(f"variant {spec!r} has no name: give NAME=key:value,key:value")
+        changes: dict[str, Any] = {}
+        for pair in (p for p in body.split(",") if p.strip()):
+            key, colon, value = pair.partition(":")
+            if not colon:
+                raise ValueError(f"variant {name!r}: {pair!r} is not key:value")
+            changes[key.strip()] = _scalar(value.strip())
+        variants[name] = checked_retrieval(name, changes)
     return variants
+
+
+def _scalar(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def checked_retrieval(name: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`changes` as RetrievalConfig takes them (validated, coerced), or ValueError naming the setting at fault."""
+    known = RetrievalConfig.model_fields
+    for key in changes:
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"variant {name!r}: {key!r} is not a retrieval setting{hint}")
+    try:
+        validated = RetrievalConfig.model_validate(RetrievalConfig().model_dump() | dict(changes))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"])
+        raise ValueError(f"variant {name!r}: {key} = {error.get('input')!r}: {error['msg']}") from exc
+    return {key: getattr(validated, key) for key in changes}

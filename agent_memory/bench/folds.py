@@ -161,17 +161,16 @@ def _scalar(text: str) -> Any:
 
 
 def checked_retrieval(name: str, changes: Mapping[str, Any]) -> dict[str, Any]:
-    """`changes` as RetrievalConfig takes them (validated, coerced), or ValueError naming the setting at fault."""
-    known = RetrievalConfig.model_fields
-    for key in changes:
-        if key not in known:
-            close = difflib.get_close_matches(key, list(known), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"variant {name!r}: {key!r} is not a retrieval setting{hint}")
+    """`changes` as RetrievalConfig takes them (validated, coerced; it forbids unknown keys), or ValueError naming
+    the setting at fault, and the closest setting for a misspelt one."""
     try:
-        validated = RetrievalConfig.model_validate(RetrievalConfig().model_dump() | dict(changes))
+        validated = RetrievalConfig.model_validate(dict(changes))
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(key, list(RetrievalConfig.model_fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"variant {name!r}: {key!r} is not a retrieval setting{hint}") from exc
         raise ValueError(f"variant {name!r}: {key} = {error.get('input')!r}: {error['msg']}") from exc
     return {key: getattr(validated, key) for key in changes}

@@ -76,13 +76,16 @@ class RetrievalConfig(Section):
     the questions asked before it (docs/benchmarks.md, "Coding notes")."""
     time_boost: float = Field(default=0.3, ge=0.0)
     """A memory inside the query's time window gets score * (1 + time_boost)."""
-    time_penalty: float = Field(default=0.9, ge=0.0, le=1.0)
-    """A memory outside the query's time window keeps this share of its score."""
-    time_penalty_after: float = Field(default=0.9, ge=0.0, le=1.0)
+    time_penalty: float = Field(default=1.0, ge=0.0, le=1.0)
+    """A memory outside the query's time window keeps this share of its score. 1.0 (the default): a window lifts
+    what it holds and lowers nothing. Ranking sees only the ratio of (1 + time_boost) to this share, and at 0.9 it
+    paid in no fold of LoCoMo dev and not on LongMemEval dev (docs/benchmarks.md, "Ablations by folds"); a window
+    read from a request ("a film for tonight") or a plan said before its time ("I fly to Oslo next month") then
+    lowered the very memory asked for."""
+    time_penalty_after: float = Field(default=1.0, ge=0.0, le=1.0)
     """A memory said after the query's window keeps this share instead of `time_penalty`: what is said after a time
-    can tell of it ("in February I had the car serviced", said in March), what was said before it cannot. The same
-    value as `time_penalty` by default, but it does not follow it: set both to change how time weighs. On the dev
-    splits 1.0 changed nothing (docs/benchmarks.md, "Ablations by folds")."""
+    can tell of it ("in February I had the car serviced", said in March). The same value as `time_penalty` by
+    default, but it does not follow it: set both to change how time weighs."""
     event_anchors: bool = False
     """Read "before X" / "after X" with no date in X as a window cut at the best keyword match for X ("before I
     moved"). Off (the default), a window needs a time expression ("before May 2023", "after last week"): the anchor

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -53,8 +55,16 @@ async def test_a_small_run_reports_every_layer(tmp_path: Path, embedder: Embedde
             latency = figures.layers[name]
             assert latency.runs >= 1 and 0 <= latency.p50_ms <= latency.p95_ms, name
         assert figures.layers["fused"].runs == 8 and figures.layers["fused"].p50_ms > 0
+    with sqlite3.connect(tmp_path / "store" / "memory.db") as db:  # points a payload change moved out of the index
+        db.execute(
+            "INSERT INTO vector_index_moves (collection, moved) VALUES ('text', 300) "
+            "ON CONFLICT (collection) DO UPDATE SET moved = excluded.moved"
+        )
     again = await bench_size(tmp_path / "store", 300, queries=3, seed=3, pool=50, warmup=1, embedder=embedder)
     assert [r.index for r in again] == ["HNSW"] and again[0].build_seconds == results[0].build_seconds
+    with sqlite3.connect(tmp_path / "store" / "memory.db") as db:  # the index job decided before the timing
+        counts = db.execute("SELECT counts FROM job_runs WHERE job = 'index' ORDER BY run_id DESC").fetchone()
+    assert counts is not None and json.loads(counts[0])["text"]["moved"] == 300
 
     docs = tmp_path / "benchmarks.md"
     docs.write_text(f"# Benchmarks\n\n## Ingest\n\nkept\n\n{BEGIN}\nold figures\n{END}\n\nafter\n")

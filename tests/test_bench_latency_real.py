@@ -121,9 +121,18 @@ def test_a_small_real_run_builds_once_and_reports_every_layer(
     assert "| 24 | real |" in report and "keyword" in report and "context" in report
     text = docs.read_text()
     assert "old" not in text and text.endswith(f"{END}\n\nafter\n") and "| 24 | real |" in text
+    store = keep / "real-24" / "memory.db"
+    with sqlite3.connect(store) as db:  # as a newer code's vector upgrade leaves a kept store: points moved
+        db.execute(
+            "INSERT INTO vector_index_moves (collection, moved) VALUES ('text', 24) "
+            "ON CONFLICT (collection) DO UPDATE SET moved = excluded.moved"
+        )
     assert bench_retrieve(["--text", "real", *argv, "--pace", "0,5"]) == 0  # kept: timed again, not rebuilt
     assert json.loads((keep / "real-24" / MARKER).read_text()) == build
     assert capsys.readouterr().out.count("| 24 | real |") == 4  # two paces, in both tables
+    with sqlite3.connect(store) as db:  # the index job ran before the timing, as the daemon runs it when it starts
+        runs = db.execute("SELECT status, counts FROM job_runs WHERE job = 'index' ORDER BY run_id").fetchall()
+    assert runs[-1][0] == "ok" and json.loads(runs[-1][1])["text"]["moved"] == 24
 
 
 def test_the_grep_benchmark_times_both_ways_over_several_segments_with_the_same_hits(

@@ -38,6 +38,8 @@ from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
 from agent_memory.manager import MemoryManager
 from agent_memory.models import TurnInput
+from agent_memory.sleep.index import points_moved
+from agent_memory.sleep.jobs import run_job
 from agent_memory.storage.outbox import TEXT
 
 log = logging.getLogger(__name__)
@@ -270,6 +272,18 @@ async def _time_queries(manager: MemoryManager, queries: Sequence[str], now: dat
     return load, {name: Latency(len(v), statistics.median(v), percentile(v, 0.95)) for name, v in samples.items()}
 
 
+async def as_the_daemon_opens_it(manager: MemoryManager) -> Mapping[str, Any] | None:
+    """What the daemon does when it starts (sleep/index.py): with points moved out of an index, the index job
+    decides whether to build before anything is timed. A store kept from an earlier run and opened by newer code,
+    whose migrations or vector upgrade moved its points, would otherwise be timed on exact scans (100k real turns:
+    p50 32.5 ms instead of about 10). Returns the job's report, None when nothing had moved."""
+    if not await points_moved(manager):
+        return None
+    run = await run_job(manager, "index")
+    log.info("index job at open (as the daemon runs it): %s", run.counts)
+    return run.counts
+
+
 async def measure_store(
     config: Config, queries: Sequence[str], now: datetime, build: dict[str, Any], *, warmup: int = 10, **parts: Any
 ) -> list[StoreFigures]:
@@ -287,6 +301,7 @@ async def measure_store(
                 build["optimize_seconds"] = time.perf_counter() - started
                 (config.data_dir / MARKER).write_text(json.dumps(build))
         if build.get("optimize_seconds") is not None:
+            await as_the_daemon_opens_it(manager)
             timed.append(("HNSW", await _time_queries(manager, queries, now, warmup)))
     turns, built, indexed = build["turns"], build["build_seconds"], build["optimize_seconds"]
     return [StoreFigures(turns, memories, index, built, indexed, load, layers) for index, (load, layers) in timed]

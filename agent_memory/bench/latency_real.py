@@ -252,6 +252,7 @@ async def bench(root: Path, size: int, text: str, args: argparse.Namespace) -> l
     questions, now = build["questions"], datetime.fromisoformat(build["now"])
     runs: list[Run] = []
     async with MemoryManager.open(config) as manager:  # the real model embeds the questions
+        await latency.as_the_daemon_opens_it(manager)
         for pace_ms in args.pace:
             before, after, layers = await time_questions(manager, questions, now, warmup=10, pace=pace_ms / 1000)
             runs.append(Run(text, size, build["memories"], pace_ms, before, after, layers, build))

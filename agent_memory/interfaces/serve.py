@@ -34,6 +34,7 @@ from agent_memory.interfaces.http import create_app
 from agent_memory.interfaces.signalled import SignalledServer
 from agent_memory.interfaces.token import load_or_create_token, token_path
 from agent_memory.manager import MemoryManager
+from agent_memory.sleep.index import points_moved
 from agent_memory.sleep.jobs import run_job
 
 log = logging.getLogger(__name__)
@@ -256,8 +257,8 @@ async def _serve(config: Config, host: str, port: int) -> None:
         )
         server = DaemonServer(uvicorn_config, data_dir=config.data_dir)
         schedule.start()
-        if any((await manager.records.index_moves()).values()):  # points payload changes moved out of an index
-            schedule.run_now("index")  # (sleep/index.py): the job decides now, not at its first interval
+        if await points_moved(manager):  # points moved out of an index (sleep/index.py): the job decides now, not
+            schedule.run_now("index")  # at its first interval
         started = time.monotonic()
         try:
             await server.serve()

@@ -20,6 +20,13 @@ from agent_memory.manager import MemoryManager
 from agent_memory.storage.outbox import CONTEXT, IMAGE, TEXT
 
 
+async def points_moved(manager: MemoryManager) -> bool:
+    """Whether payload changes or rewritten vectors moved points out of a collection's index since its last build.
+    A process that serves queries runs the index job when it opens such a store (the job decides whether to build):
+    the daemon when it starts, and the latency benchmarks before they time a store they kept."""
+    return any((await manager.records.index_moves()).values())
+
+
 async def run_index(manager: MemoryManager, now: datetime, *, force: bool = False) -> dict[str, Any]:
     report: dict[str, Any] = {}
     for collection in (TEXT, IMAGE, CONTEXT):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -265,6 +268,81 @@ async def test_the_index_is_built_in_a_child_process_and_writes_meanwhile_are_ke
         assert not any(p.name.startswith(".text.") for p in (eager.data_dir / "vectors").iterdir())
         quiet = await run_job(manager, "index", now=T0)
         assert quiet.counts["text"]["built"] is (quiet.counts["text"]["points"] - quiet.counts["text"]["indexed"] >= 10)
+
+
+class _DiesAfterTheSwap:
+    """The store's real vectors, through which an index build sees a write land after its copy was taken (so only
+    the shard going out holds it), and the job stop right after the swap, as a process killed there would."""
+
+    def __init__(self, real: Any, write: Callable[[], Awaitable[str]]) -> None:
+        self._real, self._write, self.written = real, write, ""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    async def optimize_offline(self, collection: str, *, at_swap: Any = None) -> dict[str, Any]:
+        @asynccontextmanager
+        async def late_write_then_swap() -> AsyncIterator[None]:
+            self.written = await self._write()
+            async with at_swap() if at_swap is not None else nullcontext():
+                yield
+
+        await self._real.optimize_offline(collection, at_swap=late_write_then_swap)
+        raise RuntimeError("killed right after the swap")
+
+
+async def test_a_write_made_during_an_index_build_survives_a_death_right_after_the_swap(
+    config: Config, embedder: Embedder
+) -> None:
+    """The copy an index is built on lacks what was written after it was taken. Those rows are requeued before the
+    copy is swapped in, not after: a process that dies between the swap and the job's end replays them when it
+    opens, instead of leaving their points only in the shard it threw away (found by doctor, and by nothing else)."""
+    eager = config.model_copy(update={"sleep": SleepConfig(index_min_unindexed=10)})
+    async with MemoryManager.open(eager, embedder=embedder) as manager:
+        turns = [TurnInput("s1", i, f"Note {i}: the harbor crane number {i} was serviced.", at=T0) for i in range(30)]
+        await manager.process_turns(turns)
+        await manager.flush()
+
+        async def write() -> str:
+            result = await manager.process_turn("s2", 0, "The lighthouse keeper retired in May after forty years.")
+            await manager.flush()  # its point is in the shard that is about to go
+            return result.memory_id or ""
+
+        dying = _DiesAfterTheSwap(manager.vectors, write)
+        manager.vectors = dying
+        run = await run_job(manager, "index", now=T0)
+        assert run.status == "failed" and run.error == "RuntimeError: killed right after the swap"
+        assert dying.written
+    async with MemoryManager.open(eager, embedder=embedder) as manager:
+        await manager.flush()
+        assert dying.written in await manager.vectors.ids("text")
+        assert (await manager.doctor()).consistent
+
+
+async def test_a_collection_left_aside_by_a_swap_cut_off_between_its_renames_comes_back(
+    config: Config, embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An index swap renames the shard aside, then the optimized copy into its place. Killed between the two, the
+    next open finds no shard: it takes the one set aside back, index and all, rather than rebuilding the collection
+    from SQLite unindexed. Killed after both, the next open removes the shard left aside."""
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        turns = [TurnInput("s1", i, f"Note {i}: the harbor crane number {i} was serviced.", at=T0) for i in range(30)]
+        await manager.process_turns(turns)
+        assert (await run_job(manager, "index", now=T0, force=True)).counts["text"]["built"] is True
+    vectors = config.data_dir / "vectors"
+    (vectors / "text").rename(vectors / ".text.replaced")
+    with caplog.at_level("WARNING"):
+        async with MemoryManager.open(config, embedder=embedder) as manager:
+            assert await manager.vectors.count("text") == 30
+            assert (await manager.doctor()).consistent
+    said = [r.getMessage() for r in caplog.records]
+    assert any("cut off mid-swap; restoring it" in m for m in said)
+    assert not any("rebuilding it from SQLite" in m for m in said)  # not thrown away and made again, unindexed
+    shutil.copytree(vectors / "text", vectors / ".text.replaced")
+    shutil.copytree(vectors / "text", vectors / ".text.optimizing")
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        assert await manager.vectors.count("text") == 30
+    assert sorted(p.name for p in vectors.iterdir() if p.name.startswith(".text")) == []
 
 
 async def test_a_job_over_its_timeout_is_stopped_and_an_interrupted_run_is_marked_failed(

@@ -2,7 +2,8 @@
 exact scan over the unindexed points. When `sleep.index_min_unindexed` points have piled up in a collection, the
 `index` job builds the index in a child process on a copy of the shard and swaps it in (see
 `EdgeVectors.optimize_offline`: `optimize()` holds the GIL for the whole build, so it cannot run on a thread of a
-process that serves queries), then re-projects whatever was written meanwhile.
+process that serves queries). What was written meanwhile is requeued just before the swap, with no vector part
+applied in between (`_requeued`), so the projector replays it onto the new shard, even after a crash.
 
 Qdrant moves a point whose payload changes out of its indexed segment and still counts it as indexed: a change of
 every point's payload (migration 0030 gave each its event time; the tier job, over time, moves every memory) leaves
@@ -13,7 +14,10 @@ The daemon runs the job when it starts with moves counted."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from agent_memory.manager import MemoryManager
@@ -38,8 +42,8 @@ async def run_index(manager: MemoryManager, now: datetime, *, force: bool = Fals
             await manager.flush()  # the copy must hold everything committed so far
             mark = await manager.records.outbox_mark()
             moved = (await manager.records.index_moves()).get(collection, 0)  # the copy holds these moves
-            built = await manager.vectors.optimize_offline(collection)
-            entry["replayed"] = await manager.records.requeue_after(mark, now=now)
+            requeued = partial(_requeued, manager, mark, now, entry)
+            built = await manager.vectors.optimize_offline(collection, at_swap=requeued)
             manager.projector.notify()
             await manager.flush()
             entry["points"], entry["indexed"] = await manager.vectors.index_status(collection)
@@ -48,3 +52,14 @@ async def run_index(manager: MemoryManager, now: datetime, *, force: bool = Fals
         report[collection] = entry
     report["keyword_changes_dropped"] = await manager.records.drop_keyword_changes()  # only with no projection
     return report
+
+
+@asynccontextmanager
+async def _requeued(manager: MemoryManager, mark: int, now: datetime, entry: dict[str, Any]) -> AsyncIterator[None]:
+    """Around the swap of a shard copy taken at outbox row `mark`: the rows written since are requeued first, with no
+    vector part applied until the copy is in place, so none can reach only the shard going out. A process that dies
+    after the swap finds them pending when it opens, and one that dies between the swap's renames gets the old shard
+    back (`EdgeVectors`), onto which replaying them changes nothing."""
+    async with manager.projector.vectors_held():
+        entry["replayed"] = await manager.records.requeue_after(mark, now=now)
+        yield

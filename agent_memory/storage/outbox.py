@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -228,6 +228,13 @@ class Projector:
         if self._records.live_commits == self._live_applied:
             return 0
         return await self.drain_for_reads(for_read=True)
+
+    @contextlib.asynccontextmanager
+    async def vectors_held(self) -> AsyncIterator[None]:
+        """No vector part is applied meanwhile: the index job requeues the rows a shard copy lacks and swaps the copy
+        in inside this, so a row cannot be applied to the shard going out after it was requeued (sleep/index.py)."""
+        async with self._read_lock:
+            yield
 
     async def drain_for_reads(self, *, for_read: bool = False) -> int:
         """What a search needs first: the vector part of every pending row (payloads, vectors, deletions) and the

@@ -8,8 +8,8 @@ can hold many namespaces.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
@@ -248,8 +248,10 @@ class QdrantServerVectors:
             info = await self._client.get_collection(name)
         return int(info.points_count or 0), int(info.indexed_vectors_count or 0)
 
-    async def optimize_offline(self, collection: str) -> dict[str, Any]:
-        """A server builds its index itself: nothing to do."""
+    async def optimize_offline(
+        self, collection: str, *, at_swap: Callable[[], AbstractAsyncContextManager[object]] | None = None
+    ) -> dict[str, Any]:
+        """A server builds its index itself: nothing to do, and no swap to make (`at_swap` is never entered)."""
         return {"changed": False}
 
     async def flush(self) -> None:

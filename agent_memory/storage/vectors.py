@@ -12,7 +12,9 @@ Notes on the engine a caller relies on:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import shutil
 import sys
 import uuid
@@ -47,6 +49,8 @@ from agent_memory.errors import AgentMemoryError, ClosedError, StorageError
 from agent_memory.models import Between, MemoryId, Vector, VectorHit, VectorItem
 
 T = TypeVar("T")
+AtSwap = Callable[[], contextlib.AbstractAsyncContextManager[object]]  # entered around a shard swap (the index job)
+log = logging.getLogger(__name__)
 DEFAULT_DIMENSIONS: Mapping[str, int] = MappingProxyType({"text": 384, "image": 512, "context": 384})
 BATCH_SIZE = 1_000
 TENANT_FIELD = "namespace"
@@ -100,6 +104,7 @@ class EdgeVectors:
         vectors = cls(directory, dimensions)
         try:
             for name in vectors._dimensions:
+                await vectors._call(f"recovery of collection {name!r}", vectors._after_swap_sync, name)
                 await vectors._call(f"open of collection {name!r}", vectors._open_sync, name)
         except BaseException:
             await vectors.aclose()
@@ -138,6 +143,18 @@ class EdgeVectors:
         return shard
 
     # Everything below named *_sync runs on the owner thread.
+
+    def _after_swap_sync(self, name: str) -> None:
+        """What an index build cut off by the process's death left (`optimize_offline`): between the swap's two
+        renames the shard is aside, and comes back (the rows the index job requeued before the swap are then applied
+        to it); after them, the shard it replaced is removed. A copy being optimized is removed too."""
+        path, aside, staging = self._dir / name, self._dir / f".{name}.replaced", self._dir / f".{name}.optimizing"
+        if aside.is_dir() and not path.exists():
+            log.warning("vector collection %r was set aside by an index build cut off mid-swap; restoring it", name)
+            aside.rename(path)
+        for leftover in (aside, staging):
+            if leftover.exists():
+                shutil.rmtree(leftover)
 
     def _open_sync(self, name: str) -> None:
         path = self._dir / name
@@ -305,17 +322,18 @@ class EdgeVectors:
 
         return await self._call(f"status of {collection!r}", status)
 
-    async def optimize_offline(self, collection: str) -> dict[str, Any]:
+    async def optimize_offline(self, collection: str, *, at_swap: AtSwap | None = None) -> dict[str, Any]:
         """Build the HNSW index without stopping the process: copy the shard (flushed, on the owner thread, so the
         copy is consistent), optimize the copy in a child process, then swap it in (close, rename, load). Searches
         and writes go on meanwhile against the old shard; writes made after the copy are not in the new one, so the
-        caller re-projects them (the index job replays the outbox since the copy)."""
+        caller re-projects them: the swap runs inside `at_swap()`, where the index job requeues them first."""
         self._check(collection)
         staging = self._dir / f".{collection}.optimizing"
         await self._call(f"snapshot of {collection!r}", self._snapshot_sync, collection, staging)
         try:
             result = await _optimize_in_child(staging, self._dimensions[collection])
-            await self._call(f"swap of {collection!r}", self._swap_sync, collection, staging)
+            async with at_swap() if at_swap is not None else contextlib.nullcontext():
+                await self._call(f"swap of {collection!r}", self._swap_sync, collection, staging)
         finally:
             await asyncio.to_thread(shutil.rmtree, staging, True)
         return result

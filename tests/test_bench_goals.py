@@ -8,55 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_harness import BIKE, LOCOMO  # a tiny conversation (three scored questions), a tiny haystack
 
 from agent_memory.bench.goals import BUDGET, goals_of, main, render
-
-LOCOMO = [
-    {
-        "sample_id": "tiny-1",
-        "conversation": {
-            "speaker_a": "Ana",
-            "speaker_b": "Ben",
-            "session_1_date_time": "10:00 am on 3 March, 2024",
-            "session_1": [
-                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Pixel last week."},
-                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! My sister breeds parrots in Leeds."},
-                {"speaker": "Ana", "dia_id": "D1:3", "text": "My pottery class starts on Thursday evenings."},
-            ],
-            "session_2_date_time": "4:30 pm on 20 April, 2024",
-            "session_2": [
-                {"speaker": "Ben", "dia_id": "D2:1", "text": "I ran the Brighton half marathon in 1:52."},
-                {"speaker": "Ana", "dia_id": "D2:2", "text": "Pixel knocked my new vase off the shelf."},
-            ],
-        },
-        "qa": [
-            {"question": "What is the name of Ana's cat?", "answer": "Pixel", "evidence": ["D1:1"], "category": 4},
-            {"question": "What did Ana's cat break?", "answer": "a vase", "evidence": ["D2:2", "D1:1"], "category": 1},
-            {
-                "question": "Where does Ben's sister breed parrots?",
-                "answer": "Leeds",
-                "evidence": ["D1:2"],
-                "category": 3,
-            },
-        ],
-    }
-]
-LONGMEMEVAL = [
-    {
-        "question_id": "q1",
-        "question_type": "single-session-user",
-        "question": "What colour is my bike?",
-        "question_date": "2023/06/01 (Thu) 10:00",
-        "answer": "red",
-        "answer_session_ids": ["s_b"],
-        "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/02 (Tue) 09:00"],
-        "haystack_session_ids": ["s_a", "s_b"],
-        "haystack_sessions": [
-            [{"role": "user", "content": "I am planning a trip to Lisbon in June."}],
-            [{"role": "user", "content": "Tea?"}, {"role": "user", "content": "My bike is red.", "has_answer": True}],
-        ],
-    }
-]
 
 
 def report(recall: float, *, multi_hop: float | None, delta: float, interval: tuple[float, float]) -> dict[str, Any]:
@@ -97,7 +51,7 @@ def test_a_small_run_fills_both_stores_of_each_file_and_reuses_them(
 ) -> None:
     locomo, longmemeval, stores = tmp_path / "locomo.json", tmp_path / "lme.json", tmp_path / "stores"
     locomo.write_text(json.dumps(LOCOMO), encoding="utf-8")
-    longmemeval.write_text(json.dumps(LONGMEMEVAL), encoding="utf-8")
+    longmemeval.write_text(json.dumps([BIKE]), encoding="utf-8")
     argv = ["--locomo", str(locomo), "--longmemeval", str(longmemeval), "--data-dir", str(stores)]
     code = main([*argv, "--out", str(tmp_path / "goals.json")])
     out = capsys.readouterr()

@@ -65,23 +65,25 @@ def test_locomo_questions_normalise_evidence_and_drop_unknown_ids(locomo_file: P
     assert questions[0].asked_at.isoformat() == "2024-04-21T16:30:00+00:00"  # a day after the last session
 
 
+BIKE = {  # a LongMemEval question and its haystack of two sessions
+    "question_id": "q1",
+    "question_type": "single-session-user",
+    "question": "What colour is my bike?",
+    "question_date": "2023/06/01 (Thu) 10:00",
+    "answer": "red",
+    "answer_session_ids": ["s_b"],
+    "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/02 (Tue) 09:00"],
+    "haystack_session_ids": ["s_a", "s_b"],
+    "haystack_sessions": [
+        [{"role": "user", "content": "Hi", "has_answer": True}],
+        [{"role": "user", "content": "Tea?"}, {"role": "user", "content": "My bike is red", "has_answer": True}],
+    ],
+}
+
+
 def test_longmemeval_questions_take_has_answer_turns(tmp_path: Path) -> None:
-    entry = {
-        "question_id": "q1",
-        "question_type": "single-session-user",
-        "question": "What colour is my bike?",
-        "question_date": "2023/06/01 (Thu) 10:00",
-        "answer": "red",
-        "answer_session_ids": ["s_b"],
-        "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/02 (Tue) 09:00"],
-        "haystack_session_ids": ["s_a", "s_b"],
-        "haystack_sessions": [
-            [{"role": "user", "content": "Hi", "has_answer": True}],
-            [{"role": "user", "content": "Tea?"}, {"role": "user", "content": "My bike is red", "has_answer": True}],
-        ],
-    }
     path = tmp_path / "lme.json"
-    path.write_text(json.dumps([entry]), encoding="utf-8")
+    path.write_text(json.dumps([BIKE]), encoding="utf-8")
     (question,) = longmemeval_questions(path)
     assert question.gold == {("q1", "s_b", 1)}  # has_answer outside an answer session does not count
     assert question.gold_sessions == {("q1", "s_b")}

@@ -218,9 +218,11 @@ class Writer:
         return True
 
 
-async def daemon_cycle(data_dir: Path, writers: list[Writer], rng: random.Random) -> None:
+async def daemon_cycle(
+    data_dir: Path, writers: list[Writer], rng: random.Random, config_file: Path | None = None
+) -> None:
     """Start the daemon, let the writers at it, SIGKILL it at a random moment (sometimes while it starts)."""
-    daemon = DaemonProcess(data_dir)
+    daemon = DaemonProcess(data_dir, config_file)
     try:
         if rng.random() < 0.1:
             await asyncio.sleep(rng.uniform(0.3, 2.5))  # sometimes die while starting up or recovering
@@ -247,9 +249,9 @@ async def _answered(tally: DaemonTally, count: int, tasks: list[asyncio.Task[Non
                 await tally.answered.wait()
 
 
-async def settle(data_dir: Path, writers: list[Writer], tally: DaemonTally) -> None:
+async def settle(data_dir: Path, writers: list[Writer], tally: DaemonTally, config_file: Path | None = None) -> None:
     """After the last kill: one more daemon takes the re-sends, then stops cleanly (SIGTERM)."""
-    daemon = DaemonProcess(data_dir)
+    daemon = DaemonProcess(data_dir, config_file)
     try:
         await daemon.ready()
         async with AsyncExitStack() as stack:
@@ -281,16 +283,24 @@ async def verify_daemon(data_dir: Path, embedder: Embedder, tally: DaemonTally) 
 
 
 async def run_daemon_crash(
-    cycles: int, clients: int, data_dir: Path, *, seed: int = 0, embedder: Embedder | None = None
+    cycles: int,
+    clients: int,
+    data_dir: Path,
+    *,
+    seed: int = 0,
+    embedder: Embedder | None = None,
+    config_file: Path | None = None,
 ) -> DaemonTally:
+    """`cycles` daemons killed under `clients` writers; `config_file` is each daemon's `--config` (a sleep schedule
+    that runs the index job every few seconds puts kills inside its builds and swaps)."""
     rng = random.Random(seed)
     embedder = embedder or make_embedder(load_config(environ={}))
     tally = DaemonTally()
     writers = [Writer(i, tally, rng.randrange(1 << 30)) for i in range(clients)]
     for cycle in range(cycles):
-        await daemon_cycle(data_dir, writers, rng)
+        await daemon_cycle(data_dir, writers, rng, config_file)
         if cycle == cycles - 1:  # the last kill's re-sends go to one more daemon, which recovers on start as we do
-            await settle(data_dir, writers, tally)
+            await settle(data_dir, writers, tally, config_file)
         await verify_daemon(data_dir, embedder, tally)
         tally.cycles += 1
         print(f"cycle {cycle}: {tally.line()} {tally.detail()}", flush=True)
@@ -304,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path)
     parser.add_argument("--daemon", action="store_true", help="crash the daemon under concurrent HTTP writers")
     parser.add_argument("--clients", type=int, default=8, help="--daemon: concurrent writers (default 8)")
+    parser.add_argument("--daemon-config", type=Path, help="--daemon: the daemons' --config (a TOML file)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cycle", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -315,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="agent-memory-crash-"))
     print(f"crash test: seed={seed} data_dir={data_dir}{' daemon' if args.daemon else ''}", flush=True)
     if args.daemon:
-        return _report(asyncio.run(run_daemon_crash(args.cycles, args.clients, data_dir, seed=seed)))
+        if args.daemon_config is not None and not args.daemon_config.is_file():
+            parser.error(f"--daemon-config: no file at {args.daemon_config}")
+        run = run_daemon_crash(args.cycles, args.clients, data_dir, seed=seed, config_file=args.daemon_config)
+        return _report(asyncio.run(run))
     embedder = make_embedder(load_config(environ={}))
     tally = Tally()
     for cycle in range(args.cycles):

@@ -84,12 +84,14 @@ class Ack:
 
 
 class DaemonProcess:
-    """`agent-memory --data-dir D serve --port 0` in a subprocess; `url` and `token` once it said where it serves."""
+    """`agent-memory --data-dir D [--config F] serve --port 0` in a subprocess; `url` and `token` once it said where
+    it serves."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, config_file: Path | None = None) -> None:
         self.data_dir = data_dir
         self._stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close())
-        command = [*CLI, "--data-dir", str(data_dir), "serve", "--port", "0"]
+        given = ["--config", str(config_file)] if config_file is not None else []
+        command = [*CLI, "--data-dir", str(data_dir), *given, "serve", "--port", "0"]
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=clean_env())
         self.url = ""
         self.token = ""

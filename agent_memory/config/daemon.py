@@ -30,7 +30,7 @@ class SleepConfig(Section):
     """Index upkeep builds a collection's HNSW index (in a child process) once this many points are unindexed;
     below it an exact scan is fast enough. An exact scan of 5,000 points with the namespace and status filters
     takes about 1.2 ms here, and a 10k store whose points a payload change had all moved answered 0.8 ms faster at
-    p50 once rebuilt (a 1.3 s build; docs/sleep.md, "Index upkeep")."""
+    p50 once rebuilt (a 1.2-1.3 s build; docs/sleep.md, "Index upkeep")."""
     dream_walk_count: int = Field(default=50, ge=0)
     """Dream exploration: semi-random walks per namespace, and as many memories probed for cluster bridges."""
     dream_walk_length: int = Field(default=4, ge=2)

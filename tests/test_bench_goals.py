@@ -87,3 +87,9 @@ def test_it_refuses_a_run_without_a_file_or_with_a_missing_one(
     with pytest.raises(SystemExit) as missing:
         main(["--locomo", str(tmp_path / "nowhere.json")])
     assert missing.value.code == 2 and f"--locomo: no file at {tmp_path / 'nowhere.json'}" in capsys.readouterr().err
+    locomo = tmp_path / "locomo.json"
+    locomo.write_text(json.dumps(LOCOMO), encoding="utf-8")
+    with pytest.raises(SystemExit) as nowhere:
+        main(["--locomo", str(locomo), "--out", str(tmp_path / "no" / "goals.json")])
+    assert nowhere.value.code == 2 and f"--out: no folder {tmp_path / 'no'}" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()

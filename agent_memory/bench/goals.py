@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in files.items():
         if not path.is_file():
             parser.error(f"--{name}: no file at {path}")
+    if args.out is not None and not args.out.parent.is_dir():  # said now, not after an hour of asking
+        parser.error(f"--out: no folder {args.out.parent} to write {args.out.name} in")
     with ExitStack() as stack:
         root = args.data_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-memory-goals-")))
         goals, reports = asyncio.run(check(files, root, progress=lambda line: print(line, file=sys.stderr)))

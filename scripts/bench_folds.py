@@ -14,6 +14,11 @@ vector_upgrade.py) unless AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION=int8 or ..
 With --apart, DIR (every conversation or haystack a namespace of one store, as the harness fills it) is compared
 with a fresh store for each conversation alone, as a user's store holds one history: what sharing a store adds to
 the figures. LongMemEval dev takes about 15 minutes here (49 stores).
+
+With --sleep-variant NAME=key:value (settings of [sleep]), each variant is a copy of DIR after the sleep jobs
+--sleep-jobs names (digest by default) ran at the time of the last question, compared with DIR as ingested; the
+shipped sleep settings are always one of them. On LoCoMo the report then also says, for each conversation left
+out, which variant the other two pick and what it scores on the one left out. DIR is not changed.
 """
 
 import argparse
@@ -22,7 +27,19 @@ import json
 import sys
 from pathlib import Path
 
-from agent_memory.bench.folds import compare, figures, format_comparison, parse_variants, stores_apart, stores_compared
+from agent_memory.bench.folds import (
+    AS_INGESTED,
+    after_sleep,
+    compare,
+    figures,
+    format_choice,
+    format_comparison,
+    loco_choice,
+    parse_variants,
+    stores_apart,
+    stores_compared,
+)
+from agent_memory.sleep.jobs import JOBS
 
 
 def main() -> int:
@@ -36,12 +53,25 @@ def main() -> int:
     parser.add_argument(
         "--apart", action="store_true", help="compare DIR with a store of its own for each conversation"
     )
+    parser.add_argument(
+        "--sleep-variant", action="append", default=[], help="NAME=key:value,... of [sleep], judged after --sleep-jobs"
+    )
+    parser.add_argument("--sleep-jobs", default="digest", help="comma-separated sleep jobs run for --sleep-variant")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     try:
         variants = parse_variants(args.variant)
+        sleep_variants = parse_variants(args.sleep_variant, "sleep")
     except ValueError as exc:
         parser.error(str(exc))
+    jobs = [job.strip() for job in args.sleep_jobs.split(",") if job.strip()]
+    unknown = [job for job in jobs if job not in JOBS]
+    if unknown or not jobs:
+        parser.error(f"--sleep-jobs {args.sleep_jobs!r}: the jobs are {', '.join(sorted(JOBS))}")
+    if args.sleep_variant and (args.variant or args.baseline_dir is not None or args.apart):
+        parser.error(
+            "--sleep-variant compares sleep settings on copies of DIR: give no --variant, --baseline-dir or --apart"
+        )
     for name, folder in (("--data-dir", args.data_dir), ("--baseline-dir", args.baseline_dir)):
         if folder is not None and not (folder / "memory.db").is_file():  # opening it would make an empty store
             parser.error(f"{name} {folder}: no store there (no memory.db); fill one with agent-memory bench first")
@@ -52,6 +82,13 @@ def main() -> int:
             )
         results = asyncio.run(stores_apart(args.data_dir, args.dataset, args.data, budget=args.budget))
         report = compare(results, "one store")
+    elif args.sleep_variant:
+        results = asyncio.run(
+            after_sleep(args.data_dir, args.dataset, args.data, sleep_variants, jobs=jobs, budget=args.budget)
+        )
+        report = compare(results, AS_INGESTED)
+        if len(results[AS_INGESTED]["recall"]) > 1:
+            report["leave one conversation out"] = loco_choice(results, AS_INGESTED)
     elif args.baseline_dir is not None:
         if args.variant:
             parser.error("--baseline-dir compares two stores with the shipped defaults: give no --variant")
@@ -62,7 +99,11 @@ def main() -> int:
     else:
         results = asyncio.run(figures(args.data_dir, args.dataset, args.data, variants, budget=args.budget))
         report = compare(results, "shipped defaults")
+    choices = report.pop("leave one conversation out", None)
     print(format_comparison(report, args.dataset))
+    if choices is not None:
+        print(format_choice(choices))
+        report["leave one conversation out"] = choices
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.bench.bootstrap import paired_interval
-from agent_memory.bench.folds import compare, parse_variants
+from agent_memory.bench.folds import compare, loco_choice, parse_variants
 
 
 def test_a_difference_is_paired_per_question_and_its_interval_holds_it() -> None:
@@ -34,6 +34,34 @@ def test_compare_reports_each_folds_difference_and_whether_it_pays_in_every_one(
     mrr = report["better"]["mrr"]
     assert mrr["fold_deltas"] == {"conv-1": 0.25, "conv-2": 0.0} and mrr["pays_every_fold"] is False
     assert report["baseline"]["recall"]["delta"] == 0.0
+
+
+def test_leaving_one_conversation_out_picks_by_the_others_and_scores_the_one_left_out() -> None:
+    rows = {
+        "as ingested": {"c1": [0.5, 0.5], "c2": [0.5, 0.5], "c3": [0.5, 0.5]},
+        "wide": {"c1": [1.0, 1.0], "c2": [1.0, 0.0], "c3": [0.0, 0.0]},  # good on c1 only
+        "narrow": {"c1": [0.0, 0.0], "c2": [1.0, 1.0], "c3": [1.0, 1.0]},
+    }
+    results = {name: {"recall": groups} for name, groups in rows.items()}
+    choice = loco_choice(results, "as ingested")
+    assert choice["c1"] == {"chosen": "narrow", "on_the_others": 1.0, "held_out": 0.0, "delta": -0.5}
+    assert choice["c2"] == {"chosen": "as ingested", "on_the_others": 0.5, "held_out": 0.5, "delta": 0.0}  # a tie
+    assert choice["c3"]["chosen"] == "wide" and choice["c3"]["delta"] == -0.5
+    with pytest.raises(ValueError, match="two conversations at least"):
+        loco_choice({"as ingested": {"recall": {"all": [1.0]}}}, "as ingested")
+
+
+def test_a_sleep_variant_is_checked_against_the_sleep_settings() -> None:
+    assert parse_variants(["loose=digest_similarity:0.3,digest_max_statements:12"], "sleep")["loose"] == {
+        "digest_similarity": 0.3,
+        "digest_max_statements": 12,
+    }
+    with pytest.raises(ValueError, match="'digest_similarty' is not a sleep setting .did you mean 'digest_similarity'"):
+        parse_variants(["x=digest_similarty:0.3"], "sleep")
+    with pytest.raises(ValueError, match="digest_max_statements = 1: Input should be greater than or equal to 2"):
+        parse_variants(["x=digest_max_statements:1"], "sleep")
+    with pytest.raises(ValueError, match="'graph_weight' is not a sleep setting"):
+        parse_variants(["x=graph_weight:0"], "sleep")
 
 
 def test_a_variant_is_named_settings_as_json_scalars_beside_the_defaults() -> None:
@@ -81,6 +109,11 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_folds.py"
         (["--variant", "x=rrf_k:30", "--baseline-dir", "{store}"], "--baseline-dir compares two stores"),
         (["--data-dir", "{empty}"], "no store there (no memory.db)"),
         (["--variant", "x=candidat_limit:75"], "did you mean 'candidate_limit'?"),
+        (["--sleep-variant", "x=digest_similarity:2"], "digest_similarity = 2: Input should be less than or equal"),
+        (["--sleep-variant", "x=digest_similarity:0.3", "--variant", "y=rrf_k:30"], "give no --variant"),
+        (["--sleep-variant", "x=digest_similarity:0.3", "--apart"], "give no --variant, --baseline-dir or --apart"),
+        (["--sleep-jobs", "digest,dreams"], "--sleep-jobs 'digest,dreams': the jobs are assess"),
+        (["--sleep-jobs", " , "], "--sleep-jobs ' , ': the jobs are"),
     ],
 )
 def test_the_script_refuses_what_it_cannot_compare_before_opening_anything(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.bench.folds import compare, stores_apart
+from agent_memory.bench.folds import AS_INGESTED, after_sleep, compare, parse_variants, stores_apart
 from agent_memory.bench.harness import PLAIN_BM25, Scores, ablation_configs, against_plain, format_report, run_bench
 from agent_memory.bench.questions import Question, locomo_questions, longmemeval_questions
 from agent_memory.config import Config, RetrievalConfig
@@ -184,6 +184,40 @@ async def test_a_store_per_conversation_is_compared_question_by_question_with_th
         "tiny-1",
         "tiny-2",
     }
+
+
+async def test_sleep_settings_are_judged_on_copies_of_the_store_after_their_jobs_ran(
+    config: Config, embedder: Embedder, locomo_file: Path, tmp_path: Path
+) -> None:
+    """`bench_folds.py --sleep-variant`: each variant's jobs run on a copy of the store with its settings, and the
+    store itself is asked as ingested and left as it was."""
+    store = tmp_path / "store"
+    async with MemoryManager.open(config.model_copy(update={"data_dir": store}), embedder=embedder) as manager:
+        await run_bench(manager, "locomo", locomo_file, budgets=[2048])
+        before = await manager.records.stored_texts()
+    variants = parse_variants(
+        ['old ones forgotten=forget_older_than:2592000', 'assistant forgotten=forget_roles:["assistant"]'], "sleep"
+    )
+    results = await after_sleep(store, "locomo", locomo_file, variants, jobs=("forget",), budget=2048)
+    assert list(results) == [AS_INGESTED, "shipped defaults", "old ones forgotten", "assistant forgotten"]
+    recall = {name: figures["recall"]["tiny-1"] for name, figures in results.items()}
+    assert recall[AS_INGESTED] == recall["shipped defaults"] == recall["assistant forgotten"] == [1.0, 1.0, 1.0]
+    # 30 days before the questions: the first session (3 March) is forgotten, the second (20 April) is not
+    assert recall["old ones forgotten"] == [0.0, 0.5, 1.0]
+    async with MemoryManager.open(config.model_copy(update={"data_dir": store}), embedder=embedder) as manager:
+        assert await manager.records.stored_texts() == before  # the copies took the jobs, not the store
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("agent-memory-sleep-")]  # no copy is left
+
+
+async def test_a_sleep_job_that_fails_stops_the_comparison_with_its_error(
+    config: Config, embedder: Embedder, locomo_file: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    async with MemoryManager.open(config.model_copy(update={"data_dir": store}), embedder=embedder) as manager:
+        await run_bench(manager, "locomo", locomo_file, budgets=[2048])
+    variants = parse_variants(["no time=job_timeout:0.000001"], "sleep")
+    with pytest.raises(RuntimeError, match="variant 'no time': sleep job digest failed: timed out"):
+        await after_sleep(store, "locomo", locomo_file, variants, budget=2048)
 
 
 def test_bench_cli_writes_the_report(locomo_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,12 +13,17 @@ nothing, packed as `context()` packs), and reports, beside the shipped defaults:
 `--apart` asks whether the benchmark's one store measures what a user's store would: the harness puts every
 conversation (or haystack) in a namespace of one store, and a user's store holds one history. It fills a fresh
 store for each conversation alone and compares, question by question, with DIR.
+
+`after_sleep` judges the settings of a sleep job (the digests' similarity and size, say) the same way: each
+variant on a copy of DIR after the job ran, against DIR as ingested, and `loco_choice` says which variant the two
+other conversations would pick for each held-out one, and what that pick scores there.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import shutil
 import statistics
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -29,9 +34,11 @@ from pydantic import ValidationError
 
 from agent_memory.bench.bootstrap import Rows, paired_interval
 from agent_memory.bench.harness import HEADLINE, QUESTIONS, Scores, ask, catch_up_vectors, ingest, limited, turns_for
+from agent_memory.bench.lifecycle import CATCH_UP_JOBS, CATCH_UP_RUNS
 from agent_memory.bench.questions import Question
-from agent_memory.config import RetrievalConfig, load_config
+from agent_memory.config import RetrievalConfig, SleepConfig, load_config
 from agent_memory.manager import MemoryManager
+from agent_memory.sleep.jobs import run_job
 
 
 async def figures(
@@ -98,6 +105,82 @@ async def stores_compared(
     return {"baseline store": baseline, "this store": this}
 
 
+AS_INGESTED = "as ingested"
+
+
+async def after_sleep(
+    data_dir: Path,
+    dataset: str,
+    data: Path,
+    variants: Mapping[str, Mapping[str, Any]],
+    *,
+    jobs: Sequence[str] = ("digest",),
+    budget: int = 2048,
+) -> dict[str, dict[str, Rows]]:
+    """DIR asked as it is (AS_INGESTED) and, for each variant of the sleep settings, a copy of DIR after `jobs` ran
+    at the time of the last question, each asked with the shipped retrieval defaults, in figures()'s shape. A job
+    that stops at its time budget runs again until it has caught up, as the daemon's next runs would
+    (lifecycle.CATCH_UP_JOBS); a job that fails stops the comparison with its error. DIR itself is never changed;
+    each copy is made beside it and removed once asked."""
+    questions = limited(QUESTIONS[dataset](data), None)
+    now = max(q.asked_at for q in questions)
+    out = {AS_INGESTED: (await figures(data_dir, dataset, data, {AS_INGESTED: {}}, budget=budget))[AS_INGESTED]}
+    for name, changes in variants.items():
+        with tempfile.TemporaryDirectory(prefix="agent-memory-sleep-", dir=data_dir.parent) as folder:
+            copy = Path(folder) / "store"
+            shutil.copytree(data_dir, copy)
+            settings = {f"sleep__{key}": value for key, value in changes.items()}
+            config = load_config(data_dir=str(copy), save__keep_all=True, image__enabled=False, **settings)
+            async with MemoryManager.open(config) as manager:
+                await catch_up_vectors(manager)
+                for job in jobs:
+                    for _ in range(1 + (CATCH_UP_RUNS if job in CATCH_UP_JOBS else 0)):
+                        run = await run_job(manager, job, now=now)
+                        if run.status != "ok":
+                            raise RuntimeError(f"variant {name!r}: sleep job {job} {run.status}: {run.error}")
+                        if not run.counts.get("deferred"):
+                            break
+                await manager.flush()
+                scores, _ = await ask(manager, questions, budgets=[budget])
+            out[name] = _grouped(questions, scores[budget], dataset)
+    return out
+
+
+def loco_choice(results: Mapping[str, Mapping[str, Rows]], baseline: str, metric: str = "recall") -> dict[str, Any]:
+    """Leave one conversation out: for each held-out group, the variant (the baseline among them) with the best
+    `metric` over the other groups' questions, and what that choice scores on the held-out group against the
+    baseline. A tie goes to the variant listed first. ValueError with fewer than two groups: nothing is left to
+    choose on."""
+    groups = list(results[baseline][metric])
+    if len(groups) < 2:
+        raise ValueError(f"leaving one out needs two conversations at least; these figures have {groups}")
+    choices: dict[str, Any] = {}
+    for held in groups:
+
+        def trained(name: str, held: str = held) -> float:
+            return statistics.fmean([x for g, rows in results[name][metric].items() if g != held for x in rows])
+
+        chosen = max(results, key=trained)
+        score = statistics.fmean(results[chosen][metric][held])
+        choices[held] = {
+            "chosen": chosen,
+            "on_the_others": round(trained(chosen), 4),
+            "held_out": round(score, 4),
+            "delta": round(score - statistics.fmean(results[baseline][metric][held]), 4),
+        }
+    return choices
+
+
+def format_choice(choices: Mapping[str, Any]) -> str:
+    lines = ["leave one conversation out: what the other conversations pick, and what it scores on the one left out"]
+    for held, c in choices.items():
+        lines.append(
+            f"{held:<12} picks {c['chosen']!r:<28} ({c['on_the_others']:.4f} on the others)  "
+            f"held out {c['held_out']:.4f}, {c['delta']:+.4f} against the baseline"
+        )
+    return "\n".join(lines)
+
+
 def compare(results: Mapping[str, Mapping[str, Rows]], baseline: str) -> dict[str, Any]:
     """Each variant against `baseline`: per-group (fold) differences, their spread, the pooled difference with its
     interval, for recall and MRR."""
@@ -134,10 +217,12 @@ def format_comparison(report: Mapping[str, Any], dataset: str) -> str:
     return "\n".join(lines)
 
 
-def parse_variants(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
+def parse_variants(specs: Sequence[str], section: str = "retrieval") -> dict[str, dict[str, Any]]:
     """NAME=key:value,key:value ... (values as JSON scalars: true, 0.0, "rrf"; a bare word is a string); NAME alone
-    is the defaults. Every key must be a retrieval setting and every value one it takes, or ValueError says which:
-    a misspelt key would make a variant the defaults under another name, 0.0000 in every fold."""
+    is the defaults. Every key must be a setting of `section` ("retrieval" or "sleep") and every value one it takes,
+    or ValueError says which: a misspelt key would make a variant the defaults under another name, 0.0000 in every
+    fold."""
+    model = SECTIONS[section]
     variants: dict[str, dict[str, Any]] = {"shipped defaults": {}}
     for spec in specs:
         name, _, body = spec.partition("=")
@@ -149,7 +234,7 @@ def parse_variants(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
             if not colon:
                 raise ValueError(f"variant {name!r}: {pair!r} is not key:value")
             changes[key.strip()] = _scalar(value.strip())
-        variants[name] = checked_retrieval(name, changes)
+        variants[name] = checked(model, section, name, changes)
     return variants
 
 
@@ -160,17 +245,22 @@ def _scalar(text: str) -> Any:
         return text
 
 
-def checked_retrieval(name: str, changes: Mapping[str, Any]) -> dict[str, Any]:
-    """`changes` as RetrievalConfig takes them (validated, coerced; it forbids unknown keys), or ValueError naming
-    the setting at fault, and the closest setting for a misspelt one."""
+SECTIONS: dict[str, type[RetrievalConfig] | type[SleepConfig]] = {"retrieval": RetrievalConfig, "sleep": SleepConfig}
+
+
+def checked(
+    model: type[RetrievalConfig] | type[SleepConfig], section: str, name: str, changes: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`changes` as `model` takes them (validated, coerced; it forbids unknown keys), or ValueError naming the
+    setting at fault, and the closest setting for a misspelt one."""
     try:
-        validated = RetrievalConfig.model_validate(dict(changes))
+        validated = model.model_validate(dict(changes))
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"])
         if error["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(key, list(RetrievalConfig.model_fields), n=1)
+            close = difflib.get_close_matches(key, list(model.model_fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"variant {name!r}: {key!r} is not a retrieval setting{hint}") from exc
+            raise ValueError(f"variant {name!r}: {key!r} is not a {section} setting{hint}") from exc
         raise ValueError(f"variant {name!r}: {key} = {error.get('input')!r}: {error['msg']}") from exc
     return {key: getattr(validated, key) for key in changes}

@@ -196,7 +196,7 @@ async def test_sleep_settings_are_judged_on_copies_of_the_store_after_their_jobs
         await run_bench(manager, "locomo", locomo_file, budgets=[2048])
         before = await manager.records.stored_texts()
     variants = parse_variants(
-        ['old ones forgotten=forget_older_than:2592000', 'assistant forgotten=forget_roles:["assistant"]'], "sleep"
+        ["old ones forgotten=forget_older_than:2592000", 'assistant forgotten=forget_roles:["assistant"]'], "sleep"
     )
     results = await after_sleep(store, "locomo", locomo_file, variants, jobs=("forget",), budget=2048)
     assert list(results) == [AS_INGESTED, "shipped defaults", "old ones forgotten", "assistant forgotten"]

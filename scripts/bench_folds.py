@@ -16,8 +16,9 @@ with a fresh store for each conversation alone, as a user's store holds one hist
 the figures. LongMemEval dev takes about 15 minutes here (49 stores).
 
 With --sleep-variant NAME=key:value (settings of [sleep]), each variant is a copy of DIR after the sleep jobs
---sleep-jobs names (digest by default) ran at the time of the last question, compared with DIR as ingested; the
-shipped sleep settings are always one of them. On LoCoMo the report then also says, for each conversation left
+--sleep-jobs names (digest by default; 'cycle' for the whole sleep cycle) ran at the time of the last question,
+compared with DIR as ingested; the shipped sleep settings are always one of them. --without-job JOB adds a variant
+running those jobs but JOB, and a second comparison against all of them: what each job adds to the others. On LoCoMo the report then also says, for each conversation left
 out, which variant the other two pick and what it scores on the one left out. DIR is not changed.
 """
 
@@ -39,7 +40,7 @@ from agent_memory.bench.folds import (
     stores_apart,
     stores_compared,
 )
-from agent_memory.sleep.jobs import JOBS
+from agent_memory.sleep.jobs import SLEEP_CYCLE
 
 
 def main() -> int:
@@ -56,7 +57,14 @@ def main() -> int:
     parser.add_argument(
         "--sleep-variant", action="append", default=[], help="NAME=key:value,... of [sleep], judged after --sleep-jobs"
     )
-    parser.add_argument("--sleep-jobs", default="digest", help="comma-separated sleep jobs run for --sleep-variant")
+    parser.add_argument(
+        "--sleep-jobs",
+        default="digest",
+        help="comma-separated sleep jobs run for --sleep-variant, in the cycle's order; 'cycle' for every one",
+    )
+    parser.add_argument(
+        "--without-job", action="append", default=[], help="one more sleep variant: --sleep-jobs but this one"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     try:
@@ -64,13 +72,19 @@ def main() -> int:
         sleep_variants = parse_variants(args.sleep_variant, "sleep")
     except ValueError as exc:
         parser.error(str(exc))
-    jobs = [job.strip() for job in args.sleep_jobs.split(",") if job.strip()]
-    unknown = [job for job in jobs if job not in JOBS]
-    if unknown or not jobs:
-        parser.error(f"--sleep-jobs {args.sleep_jobs!r}: the jobs are {', '.join(sorted(JOBS))}")
-    if args.sleep_variant and (args.variant or args.baseline_dir is not None or args.apart):
+    named = [job.strip() for job in args.sleep_jobs.split(",") if job.strip()]
+    jobs = list(SLEEP_CYCLE) if named == ["cycle"] else [job for job in SLEEP_CYCLE if job in named]
+    if not jobs or (named != ["cycle"] and [job for job in named if job not in SLEEP_CYCLE]):
+        parser.error(f"--sleep-jobs {args.sleep_jobs!r}: give 'cycle' or some of {', '.join(SLEEP_CYCLE)}")
+    if [job for job in args.without_job if job not in jobs]:
         parser.error(
-            "--sleep-variant compares sleep settings on copies of DIR: give no --variant, --baseline-dir or --apart"
+            f"--without-job {', '.join(args.without_job)}: leave out only jobs --sleep-jobs runs ({', '.join(jobs)})"
+        )
+    sleeping = bool(args.sleep_variant or args.without_job)
+    if sleeping and (args.variant or args.baseline_dir is not None or args.apart):
+        parser.error(
+            "--sleep-variant and --without-job compare sleep settings on copies of DIR: "
+            "give no --variant, --baseline-dir or --apart"
         )
     for name, folder in (("--data-dir", args.data_dir), ("--baseline-dir", args.baseline_dir)):
         if folder is not None and not (folder / "memory.db").is_file():  # opening it would make an empty store
@@ -82,11 +96,23 @@ def main() -> int:
             )
         results = asyncio.run(stores_apart(args.data_dir, args.dataset, args.data, budget=args.budget))
         report = compare(results, "one store")
-    elif args.sleep_variant:
+    elif sleeping:
         results = asyncio.run(
-            after_sleep(args.data_dir, args.dataset, args.data, sleep_variants, jobs=jobs, budget=args.budget)
+            after_sleep(
+                args.data_dir,
+                args.dataset,
+                args.data,
+                sleep_variants,
+                jobs=jobs,
+                without=args.without_job,
+                budget=args.budget,
+            )
         )
         report = compare(results, AS_INGESTED)
+        if args.without_job:  # each job's own share: the shipped jobs against the same jobs but one
+            report["against every job"] = compare(
+                {k: v for k, v in results.items() if k != AS_INGESTED}, "shipped defaults"
+            )
         if len(results[AS_INGESTED]["recall"]) > 1:
             report["leave one conversation out"] = loco_choice(results, AS_INGESTED)
     elif args.baseline_dir is not None:
@@ -100,7 +126,11 @@ def main() -> int:
         results = asyncio.run(figures(args.data_dir, args.dataset, args.data, variants, budget=args.budget))
         report = compare(results, "shipped defaults")
     choices = report.pop("leave one conversation out", None)
+    every_job = report.pop("against every job", None)
     print(format_comparison(report, args.dataset))
+    if every_job is not None:
+        print(format_comparison(every_job, f"{args.dataset}, against every job run ('shipped defaults')"))
+        report["against every job"] = every_job
     if choices is not None:
         print(format_choice(choices))
         report["leave one conversation out"] = choices

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.bench.bootstrap import paired_interval
-from agent_memory.bench.folds import compare, loco_choice, parse_variants
+from agent_memory.bench.folds import compare, loco_choice, parse_variants, sleep_runs
 
 
 def test_a_difference_is_paired_per_question_and_its_interval_holds_it() -> None:
@@ -49,6 +49,19 @@ def test_leaving_one_conversation_out_picks_by_the_others_and_scores_the_one_lef
     assert choice["c3"]["chosen"] == "wide" and choice["c3"]["delta"] == -0.5
     with pytest.raises(ValueError, match="two conversations at least"):
         loco_choice({"as ingested": {"recall": {"all": [1.0]}}}, "as ingested")
+
+
+def test_each_job_left_out_is_one_more_copy_running_the_others_with_the_shipped_settings() -> None:
+    variants = {"shipped defaults": {}, "loose": {"digest_similarity": 0.3}}
+    runs = sleep_runs(variants, ["compact", "digest", "reweight"], ["compact", "reweight"])
+    assert runs == {
+        "shipped defaults": (["compact", "digest", "reweight"], {}),
+        "loose": (["compact", "digest", "reweight"], {"digest_similarity": 0.3}),
+        "without compact": (["digest", "reweight"], {}),
+        "without reweight": (["compact", "digest"], {}),
+    }
+    with pytest.raises(ValueError, match=r"cannot leave out \['dream'\]: the jobs run are \['digest'\]"):
+        sleep_runs(variants, ["digest"], ["dream"])
 
 
 def test_a_sleep_variant_is_checked_against_the_sleep_settings() -> None:
@@ -112,8 +125,10 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_folds.py"
         (["--sleep-variant", "x=digest_similarity:2"], "digest_similarity = 2: Input should be less than or equal"),
         (["--sleep-variant", "x=digest_similarity:0.3", "--variant", "y=rrf_k:30"], "give no --variant"),
         (["--sleep-variant", "x=digest_similarity:0.3", "--apart"], "give no --variant, --baseline-dir or --apart"),
-        (["--sleep-jobs", "digest,dreams"], "--sleep-jobs 'digest,dreams': the jobs are assess"),
-        (["--sleep-jobs", " , "], "--sleep-jobs ' , ': the jobs are"),
+        (["--sleep-jobs", "digest,dreams"], "--sleep-jobs 'digest,dreams': give 'cycle' or some of forget, decay"),
+        (["--sleep-jobs", " , "], "--sleep-jobs ' , ': give 'cycle'"),
+        (["--without-job", "compact"], "--without-job compact: leave out only jobs --sleep-jobs runs (digest)"),
+        (["--without-job", "digest", "--baseline-dir", "{store}"], "give no --variant, --baseline-dir or --apart"),
     ],
 )
 def test_the_script_refuses_what_it_cannot_compare_before_opening_anything(

@@ -198,10 +198,16 @@ async def test_sleep_settings_are_judged_on_copies_of_the_store_after_their_jobs
     variants = parse_variants(
         ["old ones forgotten=forget_older_than:2592000", 'assistant forgotten=forget_roles:["assistant"]'], "sleep"
     )
-    results = await after_sleep(store, "locomo", locomo_file, variants, jobs=("forget",), budget=2048)
-    assert list(results) == [AS_INGESTED, "shipped defaults", "old ones forgotten", "assistant forgotten"]
+    with pytest.raises(ValueError, match=r"cannot leave out \['digest'\]: the jobs run are \['forget'\]"):
+        await after_sleep(store, "locomo", locomo_file, variants, jobs=("forget",), without=("digest",))
+    results = await after_sleep(
+        store, "locomo", locomo_file, variants, jobs=("forget", "digest"), without=("forget",), budget=2048
+    )
+    names = ["shipped defaults", "old ones forgotten", "assistant forgotten", "without forget"]
+    assert list(results) == [AS_INGESTED, *names]
     recall = {name: figures["recall"]["tiny-1"] for name, figures in results.items()}
     assert recall[AS_INGESTED] == recall["shipped defaults"] == recall["assistant forgotten"] == [1.0, 1.0, 1.0]
+    assert recall["without forget"] == [1.0, 1.0, 1.0]
     # 30 days before the questions: the first session (3 March) is forgotten, the second (20 April) is not
     assert recall["old ones forgotten"] == [0.0, 0.5, 1.0]
     async with MemoryManager.open(config.model_copy(update={"data_dir": store}), embedder=embedder) as manager:

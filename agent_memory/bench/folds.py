@@ -115,17 +115,20 @@ async def after_sleep(
     variants: Mapping[str, Mapping[str, Any]],
     *,
     jobs: Sequence[str] = ("digest",),
+    without: Sequence[str] = (),
     budget: int = 2048,
 ) -> dict[str, dict[str, Rows]]:
     """DIR asked as it is (AS_INGESTED) and, for each variant of the sleep settings, a copy of DIR after `jobs` ran
-    at the time of the last question, each asked with the shipped retrieval defaults, in figures()'s shape. A job
-    that stops at its time budget runs again until it has caught up, as the daemon's next runs would
-    (lifecycle.CATCH_UP_JOBS); a job that fails stops the comparison with its error. DIR itself is never changed;
-    each copy is made beside it and removed once asked."""
+    in their order at the time of the last question, each asked with the shipped retrieval defaults, in figures()'s
+    shape. For each job in `without`, one more variant "without JOB": the shipped settings, `jobs` but that one. A
+    job that stops at its time budget runs again until it has caught up, as the daemon's next runs would
+    (lifecycle.CATCH_UP_JOBS), before the next job starts; a job that fails stops the comparison with its error.
+    DIR itself is never changed; each copy is made beside it and removed once asked."""
+    runs = sleep_runs(variants, jobs, without)
     questions = limited(QUESTIONS[dataset](data), None)
     now = max(q.asked_at for q in questions)
     out = {AS_INGESTED: (await figures(data_dir, dataset, data, {AS_INGESTED: {}}, budget=budget))[AS_INGESTED]}
-    for name, changes in variants.items():
+    for name, (jobs_run, changes) in runs.items():
         with tempfile.TemporaryDirectory(prefix="agent-memory-sleep-", dir=data_dir.parent) as folder:
             copy = Path(folder) / "store"
             shutil.copytree(data_dir, copy)
@@ -133,7 +136,7 @@ async def after_sleep(
             config = load_config(data_dir=str(copy), save__keep_all=True, image__enabled=False, **settings)
             async with MemoryManager.open(config) as manager:
                 await catch_up_vectors(manager)
-                for job in jobs:
+                for job in jobs_run:
                     for _ in range(1 + (CATCH_UP_RUNS if job in CATCH_UP_JOBS else 0)):
                         run = await run_job(manager, job, now=now)
                         if run.status != "ok":
@@ -144,6 +147,19 @@ async def after_sleep(
                 scores, _ = await ask(manager, questions, budgets=[budget])
             out[name] = _grouped(questions, scores[budget], dataset)
     return out
+
+
+def sleep_runs(
+    variants: Mapping[str, Mapping[str, Any]], jobs: Sequence[str], without: Sequence[str] = ()
+) -> dict[str, tuple[list[str], Mapping[str, Any]]]:
+    """What after_sleep runs on each copy: variant -> (the jobs in order, the sleep settings changed). Each variant
+    runs every job; "without JOB" runs the others with the shipped settings. ValueError for a job left out that is
+    not run."""
+    missing = [job for job in without if job not in jobs]
+    if missing:
+        raise ValueError(f"cannot leave out {missing}: the jobs run are {list(jobs)}")
+    runs: dict[str, tuple[list[str], Mapping[str, Any]]] = {name: (list(jobs), c) for name, c in variants.items()}
+    return runs | {f"without {job}": ([j for j in jobs if j != job], {}) for job in without}
 
 
 def loco_choice(results: Mapping[str, Mapping[str, Rows]], baseline: str, metric: str = "recall") -> dict[str, Any]:

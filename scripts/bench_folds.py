@@ -18,8 +18,9 @@ the figures. LongMemEval dev takes about 15 minutes here (49 stores).
 With --sleep-variant NAME=key:value (settings of [sleep]), each variant is a copy of DIR after the sleep jobs
 --sleep-jobs names (digest by default; 'cycle' for the whole sleep cycle) ran at the time of the last question,
 compared with DIR as ingested; the shipped sleep settings are always one of them. --without-job JOB adds a variant
-running those jobs but JOB, and a second comparison against all of them: what each job adds to the others. On LoCoMo the report then also says, for each conversation left
-out, which variant the other two pick and what it scores on the one left out. DIR is not changed.
+running those jobs but JOB, and a second comparison against all of them: what each job adds to the others. On
+LoCoMo the report then also says, for each conversation left out, which variant the other two pick and what it
+scores on the one left out. DIR is not changed.
 """
 
 import argparse
@@ -59,7 +60,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--sleep-jobs",
-        default="digest",
+        default=None,
         help="comma-separated sleep jobs run for --sleep-variant, in the cycle's order; 'cycle' for every one",
     )
     parser.add_argument(
@@ -72,7 +73,7 @@ def main() -> int:
         sleep_variants = parse_variants(args.sleep_variant, "sleep")
     except ValueError as exc:
         parser.error(str(exc))
-    named = [job.strip() for job in args.sleep_jobs.split(",") if job.strip()]
+    named = [job.strip() for job in (args.sleep_jobs or "digest").split(",") if job.strip()]
     jobs = list(SLEEP_CYCLE) if named == ["cycle"] else [job for job in SLEEP_CYCLE if job in named]
     if not jobs or (named != ["cycle"] and [job for job in named if job not in SLEEP_CYCLE]):
         parser.error(f"--sleep-jobs {args.sleep_jobs!r}: give 'cycle' or some of {', '.join(SLEEP_CYCLE)}")
@@ -81,6 +82,8 @@ def main() -> int:
             f"--without-job {', '.join(args.without_job)}: leave out only jobs --sleep-jobs runs ({', '.join(jobs)})"
         )
     sleeping = bool(args.sleep_variant or args.without_job)
+    if not sleeping and args.sleep_jobs is not None:
+        parser.error("--sleep-jobs says which jobs --sleep-variant or --without-job run: give one of them too")
     if sleeping and (args.variant or args.baseline_dir is not None or args.apart):
         parser.error(
             "--sleep-variant and --without-job compare sleep settings on copies of DIR: "

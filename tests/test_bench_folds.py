@@ -127,6 +127,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_folds.py"
         (["--sleep-variant", "x=digest_similarity:0.3", "--apart"], "give no --variant, --baseline-dir or --apart"),
         (["--sleep-jobs", "digest,dreams"], "--sleep-jobs 'digest,dreams': give 'cycle' or some of forget, decay"),
         (["--sleep-jobs", " , "], "--sleep-jobs ' , ': give 'cycle'"),
+        (["--sleep-jobs", "cycle"], "--sleep-jobs says which jobs --sleep-variant or --without-job run"),
+        (["--sleep-jobs", "digest"], "--sleep-jobs says which jobs --sleep-variant or --without-job run"),
         (["--without-job", "compact"], "--without-job compact: leave out only jobs --sleep-jobs runs (digest)"),
         (["--without-job", "digest", "--baseline-dir", "{store}"], "give no --variant, --baseline-dir or --apart"),
     ],

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from agent_memory.bench.latency import (
     BEGIN,
@@ -15,6 +16,7 @@ from agent_memory.bench.latency import (
     LAYERS,
     PooledEmbedder,
     bench_size,
+    main,
     make_bases,
     make_queries,
     make_turns,
@@ -77,3 +79,14 @@ async def test_a_small_run_reports_every_layer(tmp_path: Path, embedder: Embedde
     bare.write_text("# Benchmarks\n")
     write_docs(section, bare)
     assert bare.read_text().startswith("# Benchmarks\n\n## Retrieval latency\n\n" + BEGIN)
+
+
+def test_the_help_names_the_real_text_stores(capsys: pytest.CaptureFixture[str]) -> None:
+    """--text is read before the synthetic benchmark's own options; its --help must still say it is there."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    assert "--text {synthetic,real,both}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--text", "imaginary"])
+    assert "invalid choice: 'imaginary'" in capsys.readouterr().err

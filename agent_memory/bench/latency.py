@@ -417,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
         return latency_real.main([f"--text={text.text}", *argv])
     parser = store_arguments(argparse.ArgumentParser(description="retrieval latency per layer and fused"))
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(  # read above; here so that --help shows it
+        "--text",
+        choices=("synthetic", "real", "both"),
+        default="synthetic",
+        help="synthetic turns (this benchmark), or stores of the dev data's real turns (--help with --text real)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     sizes = [int(size) for size in args.sizes.split(",")]

@@ -21,6 +21,7 @@ other conversations would pick for each held-out one, and what that pick scores 
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import shutil
@@ -131,7 +132,7 @@ async def after_sleep(
     for name, (jobs_run, changes) in runs.items():
         with tempfile.TemporaryDirectory(prefix="agent-memory-sleep-", dir=data_dir.parent) as folder:
             copy = Path(folder) / "store"
-            shutil.copytree(data_dir, copy)
+            await asyncio.to_thread(shutil.copytree, data_dir, copy)  # LongMemEval's store is 200 MB: off the loop
             settings = {f"sleep__{key}": value for key, value in changes.items()}
             config = load_config(data_dir=str(copy), save__keep_all=True, image__enabled=False, **settings)
             async with MemoryManager.open(config) as manager:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent_memory.bench.harness import ingest
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
@@ -241,6 +242,26 @@ async def test_an_imports_next_batch_prepared_ahead_is_taken_by_its_bulk_turns_o
             assert model == FLOAT32 and not np.allclose(vector, int8_made[content][0], atol=1e-4)
         else:
             assert model == INT8 and np.allclose(vector, int8_made[content][0], atol=1e-6), content
+
+
+async def test_the_bench_harness_embeds_each_batch_ahead_by_the_live_model(
+    tmp_path: Path, embedder: Embedder, float32_made: dict[str, tuple[np.ndarray, str, int, str]]
+) -> None:
+    """`agent-memory bench` ingests (harness.ingest) as an import sends its turns, in batches that run across
+    sessions with the next batch embedded while one commits, but by the model of live turns: every vector is the
+    float32 write path's, each text embedded once (a batch prepared by the wrong model would be embedded again),
+    the import's model never used."""
+    async with counted_store(tmp_path / "store", embedder) as (m, counting, importer):
+        count, _ = await ingest(m, turns(), batch=4, long_turns=(chunked := []))
+        made = await stored(m)
+    async with counted_store(tmp_path / "one-batch", embedder) as (plain, once, _):
+        await plain.process_turns(turns())
+    assert count == len(TURNS) and len(chunked) == 1 and chunked[0] > 1  # batches of 4: s1's three, then s2's start
+    assert importer.texts == 0 and counting.texts == once.texts
+    without_note = {content: row for content, row in float32_made.items() if not content.startswith("Decision:")}
+    assert made.keys() == without_note.keys()
+    for content, (vector, model, _, _) in made.items():
+        assert model == FLOAT32 and np.allclose(vector, without_note[content][0], atol=1e-5), content
 
 
 async def test_ingest_embeds_each_batch_ahead_by_the_imports_model_unless_it_passes_over_stored_turns(

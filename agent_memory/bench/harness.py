@@ -11,6 +11,7 @@ harness measures exactly what an agent gets, without recording accesses that wou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import time
@@ -25,6 +26,7 @@ from agent_memory.bench.datasets import READERS
 from agent_memory.bench.questions import Question, TurnKey, locomo_questions, longmemeval_questions
 from agent_memory.cognition.context import pack
 from agent_memory.config import RetrievalConfig
+from agent_memory.interfaces.cli_ingest import prepared_ahead
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, Memory, TurnInput
 
@@ -144,14 +146,16 @@ def _spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
 async def ingest(
     manager: MemoryManager, turns: Iterable[TurnInput], *, batch: int = 64, long_turns: list[int] | None = None
 ) -> tuple[int, float]:
-    """Every turn through `process_turns`, in batches that never straddle a session. Returns (turns, seconds).
-    A turn over max_content_bytes is remembered in chunks (long_turns.py); `long_turns`, when given, gets each
-    such turn's chunk count."""
+    """Every turn through `process_turns` (the write path of live turns: float32 documents, no `bulk`), in batches of
+    `batch` in the order given, as `agent-memory ingest` sends them (a batch may end one session and begin the
+    next), each batch's texts embedded while the one before it commits (`prepared_ahead`). Returns (turns,
+    seconds). A turn over max_content_bytes is remembered in chunks (long_turns.py); `long_turns`, when given, gets
+    each such turn's chunk count."""
     started, count = time.perf_counter(), 0
-    for _, session in groupby(turns, key=lambda t: (t.namespace, t.session_id)):
-        turns_of_session = list(session)
-        for start in range(0, len(turns_of_session), batch):
-            chunk = turns_of_session[start : start + batch]
+    remaining = iter(turns)
+    batches = iter(lambda: list(islice(remaining, batch)), [])
+    async with contextlib.aclosing(prepared_ahead(manager, batches, bulk=False)) as ready:
+        async for chunk in ready:
             results = await manager.process_turns(chunk)
             if long_turns is not None:
                 long_turns += [r.chunks for r in results if r.chunks]

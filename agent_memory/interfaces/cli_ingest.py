@@ -132,23 +132,28 @@ class Prepares(Protocol):
 
 
 async def prepared_ahead(
-    store: Prepares, batches: Iterator[list[TurnInput]], *, wanted: Callable[[], bool] = lambda: True
+    store: Prepares,
+    batches: Iterator[list[TurnInput]],
+    *,
+    wanted: Callable[[], bool] = lambda: True,
+    bulk: bool = True,
 ) -> AsyncGenerator[list[TurnInput], None]:
-    """Each batch once its texts are embedded by the import's model (`prepare_turns(..., bulk=True)`) and the next
-    batch's are on their way: what the caller does with one batch (the save decision, SQLite, the projections)
-    overlaps the model's passes over the next. The next batch is prepared only while `wanted()` (not while a
-    resumed import passes over turns the store has), and not over MAX_PREPARED_TEXTS texts: then its turns embed
-    it. Closing the generator stops a preparation under way. Each batch is read from `batches` on a worker thread:
-    decoding a file (a large conversation of an export) never holds the event loop."""
+    """Each batch once its texts are embedded by the import's model (`prepare_turns(..., bulk=True)`; `bulk=False`:
+    by the model of live turns, for batches sent without `bulk`) and the next batch's are on their way: what the
+    caller does with one batch (the save decision, SQLite, the projections) overlaps the model's passes over the
+    next. The next batch is prepared only while `wanted()` (not while a resumed import passes over turns the store
+    has), and not over MAX_PREPARED_TEXTS texts: then its turns embed it. Closing the generator stops a preparation
+    under way. Each batch is read from `batches` on a worker thread: decoding a file (a large conversation of an
+    export) never holds the event loop."""
     empty: list[TurnInput] = []
     batch = await asyncio.to_thread(next, batches, empty)
-    ready = _prepare(store, batch) if wanted() else None
+    ready = _prepare(store, batch, bulk=bulk) if wanted() else None
     try:
         while batch:
             following = await asyncio.to_thread(next, batches, empty)
             if ready is not None:
                 await ready  # this batch's vectors: its turns find them, and the model is free for the next
-            ready = _prepare(store, following) if wanted() else None
+            ready = _prepare(store, following, bulk=bulk) if wanted() else None
             yield batch
             batch = following
     finally:
@@ -156,11 +161,11 @@ async def prepared_ahead(
             ready.cancel()
 
 
-def _prepare(store: Prepares, batch: Sequence[TurnInput]) -> asyncio.Task[None] | None:
+def _prepare(store: Prepares, batch: Sequence[TurnInput], *, bulk: bool) -> asyncio.Task[None] | None:
     texts = [t.content for t in batch if isinstance(t.content, str)]
     if not texts or len(texts) > MAX_PREPARED_TEXTS:
         return None
-    return asyncio.ensure_future(store.prepare_turns(texts, bulk=True))
+    return asyncio.ensure_future(store.prepare_turns(texts, bulk=bulk))
 
 
 async def _ingest_batch(store: Store, batch: list[TurnInput], tally: Tally, *, resume: bool) -> None:

@@ -138,8 +138,10 @@ def test_ablation_ladder_ends_at_the_shipped_configuration() -> None:
 async def test_harness_scores_the_tiny_dataset(manager: MemoryManager, locomo_file: Path, tmp_path: Path) -> None:
     dump = tmp_path / "dump.jsonl"
     with dump.open("w", encoding="utf-8") as out:
-        report = await run_bench(manager, "locomo", locomo_file, budgets=[40, 2048], dump=out)
+        said: list[str] = []
+        report = await run_bench(manager, "locomo", locomo_file, budgets=[40, 2048], dump=out, progress=said.append)
     assert report["questions"] == 3 and report["turns"] == 5
+    assert said[0].startswith("ingest: 5/5 turns (100%), ") and said[1].startswith("ingested 5 turns in ")
     big = report["budgets"]["2048"]["pooled"]
     assert big["recall"] == 1.0 and big["all"] == 1.0  # the whole conversation fits
     assert big["mrr"] >= 0.5

@@ -250,13 +250,15 @@ async def test_the_bench_harness_embeds_each_batch_ahead_by_the_live_model(
     """`agent-memory bench` ingests (harness.ingest) as an import sends its turns, in batches that run across
     sessions with the next batch embedded while one commits, but by the model of live turns: every vector is the
     float32 write path's, each text embedded once (a batch prepared by the wrong model would be embedded again),
-    the import's model never used."""
+    the import's model never used. It says how far it is as `agent-memory ingest` does."""
     async with counted_store(tmp_path / "store", embedder) as (m, counting, importer):
-        count, _ = await ingest(m, turns(), batch=4, long_turns=(chunked := []))
+        lines: list[str] = []
+        count, _ = await ingest(m, turns(), batch=4, long_turns=(chunked := []), progress=lines.append, total=6)
         made = await stored(m)
     async with counted_store(tmp_path / "one-batch", embedder) as (plain, once, _):
         await plain.process_turns(turns())
     assert count == len(TURNS) and len(chunked) == 1 and chunked[0] > 1  # batches of 4: s1's three, then s2's start
+    assert lines[0].startswith("ingest: 4/6 turns (67%), ") and lines[-1].startswith("ingest: 6/6 turns (100%), ")
     assert importer.texts == 0 and counting.texts == once.texts
     without_note = {content: row for content, row in float32_made.items() if not content.startswith("Decision:")}
     assert made.keys() == without_note.keys()

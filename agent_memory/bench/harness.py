@@ -11,6 +11,7 @@ harness measures exactly what an agent gets, without recording accesses that wou
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import statistics
@@ -26,7 +27,7 @@ from agent_memory.bench.datasets import READERS
 from agent_memory.bench.questions import Question, TurnKey, locomo_questions, longmemeval_questions
 from agent_memory.cognition.context import pack
 from agent_memory.config import RetrievalConfig
-from agent_memory.interfaces.cli_ingest import prepared_ahead
+from agent_memory.interfaces.cli_ingest import Progress, Tally, prepared_ahead
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Context, Memory, TurnInput
 
@@ -144,24 +145,61 @@ def _spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def ingest(
-    manager: MemoryManager, turns: Iterable[TurnInput], *, batch: int = 64, long_turns: list[int] | None = None
+    manager: MemoryManager,
+    turns: Iterable[TurnInput],
+    *,
+    batch: int = 64,
+    long_turns: list[int] | None = None,
+    progress: Callable[[str], None] | None = None,
+    total: int = 0,
 ) -> tuple[int, float]:
     """Every turn through `process_turns` (the write path of live turns: float32 documents, no `bulk`), in batches of
     `batch` in the order given, as `agent-memory ingest` sends them (a batch may end one session and begin the
     next), each batch's texts embedded while the one before it commits (`prepared_ahead`). Returns (turns,
     seconds). A turn over max_content_bytes is remembered in chunks (long_turns.py); `long_turns`, when given, gets
-    each such turn's chunk count."""
+    each such turn's chunk count. `progress`, when given, gets `agent-memory ingest`'s line (turns done of `total`,
+    turns/s, ETA) every PROGRESS_EVERY seconds and at the end."""
     started, count = time.perf_counter(), 0
     remaining = iter(turns)
     batches = iter(lambda: list(islice(remaining, batch)), [])
-    async with contextlib.aclosing(prepared_ahead(manager, batches, bulk=False)) as ready:
-        async for chunk in ready:
-            results = await manager.process_turns(chunk)
-            if long_turns is not None:
-                long_turns += [r.chunks for r in results if r.chunks]
-            count += len(chunk)
+    tally = Tally()
+    tally.begin(time.perf_counter())
+    with Progress(total, _Lines(progress), every=PROGRESS_EVERY) as shown:
+        async with contextlib.aclosing(prepared_ahead(manager, batches, bulk=False)) as ready:
+            async for chunk in ready:
+                results = await manager.process_turns(chunk)
+                if long_turns is not None:
+                    long_turns += [r.chunks for r in results if r.chunks]
+                count += len(chunk)
+                tally.add(results)
+                tally.batch_ended(time.perf_counter(), wrote=True)
+                if progress is not None:
+                    shown.update(len(chunk), tally)
     await manager.flush()
     return count, time.perf_counter() - started
+
+
+PROGRESS_EVERY = 30.0
+"""Seconds between two progress lines of a benchmark's ingest (a held-out LongMemEval file takes minutes)."""
+
+
+class _Lines:
+    """A text stream that hands each line to a callback (the harness's `progress`): what Progress writes to."""
+
+    def __init__(self, say: Callable[[str], None] | None) -> None:
+        self.say = say
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            if self.say is not None:
+                self.say(line)
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
 
 
 async def catch_up_vectors(manager: MemoryManager) -> float:
@@ -305,11 +343,10 @@ async def run_bench(
     questions = limited(QUESTIONS[dataset](data), limit)
     namespaces = {q.namespace for q in questions}
     present = {ns: await manager.records.turn_keys(ns) for ns in namespaces}
-    fresh = (
-        t for t in turns_for(dataset, data, namespaces) if (t.session_id, t.turn_number) not in present[t.namespace]
-    )
+    fresh = (t for t in turns_for(dataset, data, namespaces) if not _present(t, present))
     long_turns: list[int] = []
-    turns, seconds = await ingest(manager, fresh, long_turns=long_turns)
+    total = await asyncio.to_thread(_count_fresh, dataset, data, namespaces, present)
+    turns, seconds = await ingest(manager, fresh, long_turns=long_turns, progress=progress, total=total)
     if any(present.values()):
         progress(f"reusing {sum(map(len, present.values()))} turns already in {manager.config.data_dir}")
     progress(f"ingested {turns} turns in {seconds:.1f} s ({turns / max(seconds, 1e-9):.0f} turns/s)")
@@ -360,6 +397,15 @@ async def run_bench(
             f"recall {recall}"
         )
     return report
+
+
+def _present(turn: TurnInput, present: dict[str, set[tuple[str, int]]]) -> bool:
+    return (turn.session_id, turn.turn_number) in present[turn.namespace]
+
+
+def _count_fresh(dataset: str, data: Path, namespaces: set[str], present: dict[str, set[tuple[str, int]]]) -> int:
+    """How many turns an ingest will write (the file read once more, a turn at a time): the progress lines' total."""
+    return sum(1 for t in turns_for(dataset, data, namespaces) if not _present(t, present))
 
 
 async def _saved(manager: MemoryManager) -> dict[str, Any]:

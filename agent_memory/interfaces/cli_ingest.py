@@ -33,7 +33,7 @@ from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from itertools import islice
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol
 
 from agent_memory.config import Config
 from agent_memory.errors import AgentMemoryError, DuplicateTurn, InvalidInput
@@ -227,10 +227,20 @@ def summary(tally: Tally, config: Config, seconds: float) -> str:
     return line + f" in {seconds:.1f} s ({tally.rate:.1f} turns/s while writing)"
 
 
+class Writes(Protocol):
+    """Where Progress writes: stderr, or anything with its three methods (the benchmark harness's progress lines)."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
+
+
 class Progress:
     """Turns done, turns/s and the ETA, on stderr: tqdm's bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: int, out: TextIO, *, every: float = PROGRESS_EVERY) -> None:
+    def __init__(self, total: int, out: Writes, *, every: float = PROGRESS_EVERY) -> None:
         self.total, self.out, self.every, self.done = total, out, every, 0
         self._last: float | None = None
         self._bar: Any = None

@@ -32,6 +32,23 @@ def test_an_unlabelled_user_speaks_for_the_user_and_an_assistant_gives_none() ->
     assert statements("m4", "How was the trip? Sounds great!", Role.USER, MAY) == []
 
 
+def test_a_compression_cut_ends_a_statement() -> None:
+    """Compression joins the sentences it keeps with " … " (cognition/compress.py); a sentence break needs a capital
+    after it, so the mark once glued a kept statement to the next kept sentence, whatever that said."""
+    cut = (
+        "I signed up for the board examination. I am going to ask you 86 questions. … This standard supports "
+        "workflow between machines and scanners. … I passed the first part in March. …"
+    )
+    assert [s.text for s in statements("m5", cut, Role.USER, MAY)] == [
+        "I signed up for the board examination.",
+        "I am going to ask you 86 questions.",
+        "I passed the first part in March.",
+    ]
+    assert [s.text for s in statements("m6", "… I moved to Porto in March.", Role.USER, MAY)] == [
+        "I moved to Porto in March."
+    ]
+
+
 def unit(*values: float) -> np.ndarray:
     vector = np.array(values, dtype=np.float32)
     return vector / np.linalg.norm(vector)
@@ -75,3 +92,16 @@ def test_topics_come_out_the_same_in_one_call_or_several() -> None:
     for a, b in zip(whole, parts, strict=True):
         assert np.allclose(a.total, b.total)
     assert sum(t.size for t in whole) == 40
+
+
+def test_a_statement_said_again_is_shown_once_at_its_first_date() -> None:
+    preamble = "I am preparing for my clinical informatics board examination."
+    members = [
+        Statement("c", "the user", JULY, preamble),
+        Statement("a", "the user", MAY, preamble),
+        Statement("b", "the user", MAY, "I am going to ask you 86 questions."),
+        Statement("d", "the user", JULY, "i am preparing for my clinical  informatics board examination."),
+    ]
+    assert render("the user", members) == (
+        f"The user, in their own words:\n- 2023-05-08: {preamble}\n- 2023-05-08: I am going to ask you 86 questions."
+    )

@@ -22,7 +22,8 @@ from datetime import datetime
 
 import numpy as np
 
-from agent_memory.cognition.salience import self_statements
+from agent_memory.cognition.compress import ELLIPSIS
+from agent_memory.cognition.salience import is_self_statement, self_statements
 from agent_memory.models import Role
 
 _IMAGE_NOTE = re.compile(r"\s*\[image: [^\]]*\]\s*$")
@@ -39,12 +40,15 @@ class Statement:
 
 def statements(memory_id: str, content: str, role: Role, at: datetime) -> list[Statement]:
     """What a memory's speaker says about themselves. A transcript's label ("Melanie: ...") names the speaker; an
-    unlabelled user turn is the user's; an assistant speaks about the user, not itself, so it gives none."""
+    unlabelled user turn is the user's; an assistant speaks about the user, not itself, so it gives none. An
+    ellipsis ends a statement: where compression cut a memory (" … ") the sentences on either side are not one, and
+    what follows the mark is a statement only if it is one by itself."""
     label, found = self_statements(_IMAGE_NOTE.sub("", content))
     speaker = label.strip().rstrip(":").strip() if label else (THE_USER if role is Role.USER else "")
     if not speaker or (role is Role.ASSISTANT and not label):
         return []
-    return [Statement(memory_id, speaker, at, sentence) for sentence in found]
+    pieces = [piece.strip() for sentence in found for piece in sentence.split(ELLIPSIS)]
+    return [Statement(memory_id, speaker, at, piece) for piece in pieces if is_self_statement(piece)]
 
 
 @dataclass(slots=True)
@@ -99,6 +103,12 @@ def group(vectors: np.ndarray, *, threshold: float, max_size: int, min_size: int
 
 
 def render(speaker: str, members: Sequence[Statement]) -> str:
-    """The digest's text: who, then each statement dated, oldest first."""
-    lines = [f"- {s.at:%Y-%m-%d}: {s.text}" for s in sorted(members, key=lambda s: s.at)]
+    """The digest's text: who, then each statement dated, oldest first; a statement said again (the same words, case
+    and spacing aside: a pasted preamble, a repeated request) is shown once, at its first date."""
+    lines, shown = [], set()
+    for statement in sorted(members, key=lambda s: s.at):
+        said = " ".join(statement.text.casefold().split())
+        if said not in shown:
+            shown.add(said)
+            lines.append(f"- {statement.at:%Y-%m-%d}: {statement.text}")
     return f"{speaker[0].upper()}{speaker[1:]}, in their own words:\n" + "\n".join(lines)

@@ -324,12 +324,17 @@ def self_statements(text: str) -> tuple[str, list[str]]:
     """A turn's speaker label and the sentences in which the speaker says what they did, like, plan or are ("I
     signed up for a pottery class"): the material of a digest. Questions and reactions state nothing of the kind."""
     label, sentences = sentences_of(text)
-    found = [
-        s
-        for s in sentences
-        if len(s) >= 12 and not s.endswith("?") and not is_reaction(s) and any(p.search(s) for p in _SELF)
-    ]
-    return label, found
+    return label, [s for s in sentences if is_self_statement(s)]
+
+
+def is_self_statement(sentence: str) -> bool:
+    """Whether `sentence` says what its speaker did, likes, plans or is (not a question, not a reaction)."""
+    return (
+        len(sentence) >= 12
+        and not sentence.endswith("?")
+        and not is_reaction(sentence)
+        and any(p.search(sentence) for p in _SELF)
+    )
 
 
 @dataclass(frozen=True, slots=True)

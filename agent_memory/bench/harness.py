@@ -144,6 +144,29 @@ def _spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return spread
 
 
+PROGRESS_EVERY = 30.0
+"""Seconds between two progress lines of a benchmark's ingest (a held-out LongMemEval file takes minutes)."""
+
+
+class _Lines:
+    """A text stream that hands each line to a callback (the harness's `progress`): what Progress writes to."""
+
+    def __init__(self, say: Callable[[str], None] | None) -> None:
+        self.say = say
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            if self.say is not None:
+                self.say(line)
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+
 async def ingest(
     manager: MemoryManager,
     turns: Iterable[TurnInput],
@@ -177,29 +200,6 @@ async def ingest(
                     shown.update(len(chunk), tally)
     await manager.flush()
     return count, time.perf_counter() - started
-
-
-PROGRESS_EVERY = 30.0
-"""Seconds between two progress lines of a benchmark's ingest (a held-out LongMemEval file takes minutes)."""
-
-
-class _Lines:
-    """A text stream that hands each line to a callback (the harness's `progress`): what Progress writes to."""
-
-    def __init__(self, say: Callable[[str], None] | None) -> None:
-        self.say = say
-
-    def write(self, text: str) -> int:
-        for line in text.splitlines():
-            if self.say is not None:
-                self.say(line)
-        return len(text)
-
-    def flush(self) -> None:
-        return None
-
-    def isatty(self) -> bool:
-        return False
 
 
 async def catch_up_vectors(manager: MemoryManager) -> float:

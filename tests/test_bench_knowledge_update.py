@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.bench.harness import ingest, turns_for
+from agent_memory.bench.filling import ingest, turns_for
 from agent_memory.bench.knowledge_update import (
     NEITHER,
     NEWEST,

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_memory.bench.harness import ingest
+from agent_memory.bench.filling import ingest
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.engines import make_embedder
@@ -247,7 +247,7 @@ async def test_an_imports_next_batch_prepared_ahead_is_taken_by_its_bulk_turns_o
 async def test_the_bench_harness_embeds_each_batch_ahead_by_the_live_model(
     tmp_path: Path, embedder: Embedder, float32_made: dict[str, tuple[np.ndarray, str, int, str]]
 ) -> None:
-    """`agent-memory bench` ingests (harness.ingest) as an import sends its turns, in batches that run across
+    """`agent-memory bench` ingests (filling.ingest) as an import sends its turns, in batches that run across
     sessions with the next batch embedded while one commits, but by the model of live turns: every vector is the
     float32 write path's, each text embedded once (a batch prepared by the wrong model would be embedded again),
     the import's model never used. It says how far it is as `agent-memory ingest` does."""

@@ -34,7 +34,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_memory.bench.bootstrap import Rows, paired_interval
-from agent_memory.bench.harness import HEADLINE, QUESTIONS, Scores, ask, catch_up_vectors, ingest, limited, turns_for
+from agent_memory.bench.filling import catch_up_vectors, ingest, turns_for
+from agent_memory.bench.harness import HEADLINE, QUESTIONS, Scores, ask, limited
 from agent_memory.bench.lifecycle import CATCH_UP_JOBS, CATCH_UP_RUNS
 from agent_memory.bench.questions import Question
 from agent_memory.config import RetrievalConfig, SleepConfig, load_config

@@ -9,10 +9,11 @@ much of a miss the save decision's is. The floor, never below plain BM25 (the ke
 store, is met when the paired difference is not negative; the count of questions where BM25 finds more evidence
 is beside it.
 
-With `--sleep`, a copy of each store then goes through a full sleep cycle at the time of the last question, as a
-daemon's store does while idle (bench/lifecycle.py: digests, consolidation, compression, reweighting, dream links, ...;
-a consolidated memory or a digest finds every turn it was made from), and the recall goals are judged again on it,
-in rows of their own ("after a sleep cycle"). The store itself is never slept: a second run asks it as ingested.
+With `--sleep`, each store is filled, then a copy of it is asked as ingested and again after a full sleep cycle at
+the time of the last question, as a daemon's store is while idle (bench/lifecycle.py: digests, consolidation,
+compression, reweighting, dream links, ...; a consolidated memory or a digest finds every turn it was made from), and
+the recall goals are judged again on it, in rows of their own ("after a sleep cycle"). The store itself is never
+slept: a second run asks it, or a fresh copy of it, as ingested.
 
 The stores are made with the shipped defaults whatever the environment says (`load_config(environ={})`), in DIR
 when given (a second run reuses their turns: only the questions are asked again), else in temporary folders that
@@ -35,7 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_memory.bench.harness import run_bench
+from agent_memory.bench.filling import fill
+from agent_memory.bench.harness import QUESTIONS, run_bench
 from agent_memory.config import Config, load_config
 from agent_memory.manager import MemoryManager
 
@@ -137,24 +139,29 @@ async def check(
     files: dict[str, Path], root: Path, progress: Callable[[str], None] = print, *, sleep: bool = False
 ) -> tuple[list[Goal], dict[str, Any]]:
     """Fill (or reuse) the two stores of each file under `root` and judge its goals; also every report. With
-    `sleep`, each store is copied once asked (to `<store>-after-sleep`, replacing an earlier copy) and the copy
-    asked again after a full sleep cycle (its report's `lifecycle`)."""
+    `sleep`, each store is filled, closed and copied (to `<store>-after-sleep`, replacing an earlier copy), and the
+    copy is asked, then asked again after a full sleep cycle (its report's `lifecycle`): the store itself is never
+    asked or slept, so its figures as ingested are the copy's before its cycle."""
     goals: list[Goal] = []
     reports: dict[str, Any] = {}
     for dataset, data in files.items():
+        namespaces = {q.namespace for q in QUESTIONS[dataset](data)}
         for label, overrides in STORES.items():
             folder = root / f"{dataset}-{label.replace(' ', '-')}"
             progress(f"{dataset}, {label}: {folder}")
             async with MemoryManager.open(_config(folder, overrides)) as manager:
-                report = await run_bench(manager, dataset, data, budgets=[BUDGET], progress=progress)
-            if sleep:
-                copy = folder.with_name(f"{folder.name}-after-sleep")
-                await asyncio.to_thread(_copy_store, folder, copy)
-                progress(f"{dataset}, {label}, {AFTER_SLEEP}: {copy}")
-                async with MemoryManager.open(_config(copy, overrides)) as manager:
-                    slept = await run_bench(manager, dataset, data, budgets=[BUDGET], sleep=True, progress=progress)
-                report["lifecycle"] = slept["lifecycle"]
-            reports[f"{dataset}, {label}"] = report
+                if not sleep:
+                    reports[f"{dataset}, {label}"] = await run_bench(
+                        manager, dataset, data, budgets=[BUDGET], progress=progress
+                    )
+                    continue
+                filled = await fill(manager, dataset, data, namespaces, progress=progress)
+            copy = folder.with_name(f"{folder.name}-after-sleep")
+            await asyncio.to_thread(_copy_store, folder, copy)
+            progress(f"{dataset}, {label}, asked as ingested and {AFTER_SLEEP}: {copy}")
+            async with MemoryManager.open(_config(copy, overrides)) as manager:
+                report = await run_bench(manager, dataset, data, budgets=[BUDGET], sleep=True, progress=progress)
+            reports[f"{dataset}, {label}"] = report | {"ingest_seconds": round(filled.seconds, 2)}
         goals += goals_of(dataset, reports[f"{dataset}, shipped defaults"], reports[f"{dataset}, every turn kept"])
     return goals, reports
 

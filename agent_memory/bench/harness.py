@@ -11,8 +11,6 @@ harness measures exactly what an agent gets, without recording accesses that wou
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import statistics
 import time
@@ -23,13 +21,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent_memory.bench.bootstrap import interval, paired_interval
-from agent_memory.bench.datasets import READERS
+from agent_memory.bench.filling import fill
 from agent_memory.bench.questions import Question, TurnKey, locomo_questions, longmemeval_questions
 from agent_memory.cognition.context import pack
 from agent_memory.config import RetrievalConfig
-from agent_memory.interfaces.cli_ingest import Progress, Tally, prepared_ahead
 from agent_memory.manager import MemoryManager
-from agent_memory.models import Context, Memory, TurnInput
+from agent_memory.models import Context, Memory
 
 QUESTIONS: dict[str, Callable[[Path], Iterator[Question]]] = {
     "locomo": locomo_questions,
@@ -144,76 +141,6 @@ def _spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return spread
 
 
-PROGRESS_EVERY = 30.0
-"""Seconds between two progress lines of a benchmark's ingest (a held-out LongMemEval file takes minutes)."""
-
-
-class _Lines:
-    """A text stream that hands each line to a callback (the harness's `progress`): what Progress writes to."""
-
-    def __init__(self, say: Callable[[str], None] | None) -> None:
-        self.say = say
-
-    def write(self, text: str) -> int:
-        for line in text.splitlines():
-            if self.say is not None:
-                self.say(line)
-        return len(text)
-
-    def flush(self) -> None:
-        return None
-
-    def isatty(self) -> bool:
-        return False
-
-
-async def ingest(
-    manager: MemoryManager,
-    turns: Iterable[TurnInput],
-    *,
-    batch: int = 64,
-    long_turns: list[int] | None = None,
-    progress: Callable[[str], None] | None = None,
-    total: int = 0,
-) -> tuple[int, float]:
-    """Every turn through `process_turns` (the write path of live turns: float32 documents, no `bulk`), in batches of
-    `batch` in the order given, as `agent-memory ingest` sends them (a batch may end one session and begin the
-    next), each batch's texts embedded while the one before it commits (`prepared_ahead`). Returns (turns,
-    seconds). A turn over max_content_bytes is remembered in chunks (long_turns.py); `long_turns`, when given, gets
-    each such turn's chunk count. `progress`, when given, gets `agent-memory ingest`'s line (turns done of `total`,
-    turns/s, ETA) every PROGRESS_EVERY seconds and at the end."""
-    started, count = time.perf_counter(), 0
-    remaining = iter(turns)
-    batches = iter(lambda: list(islice(remaining, batch)), [])
-    tally = Tally()
-    tally.begin(time.perf_counter())
-    with Progress(total, _Lines(progress), every=PROGRESS_EVERY) as shown:
-        async with contextlib.aclosing(prepared_ahead(manager, batches, bulk=False)) as ready:
-            async for chunk in ready:
-                results = await manager.process_turns(chunk)
-                if long_turns is not None:
-                    long_turns += [r.chunks for r in results if r.chunks]
-                count += len(chunk)
-                tally.add(results)
-                tally.batch_ended(time.perf_counter(), wrote=True)
-                if progress is not None:
-                    shown.update(len(chunk), tally)
-    await manager.flush()
-    return count, time.perf_counter() - started
-
-
-async def catch_up_vectors(manager: MemoryManager) -> float:
-    """The vectors an ingest leaves for later, made now as the daemon makes them while idle, and projected: the int8
-    document model's made again in float32 (vector_upgrade.py; none unless the store was filled with int8
-    documents) and the context vectors (when on). Questions are then asked of the store at rest, which no
-    background batch changes while they run. Returns the seconds it took."""
-    started = time.perf_counter()
-    await manager.vector_upgrade.catch_up()
-    await manager.context_vectors.catch_up()
-    await manager.flush()
-    return time.perf_counter() - started
-
-
 async def ask(
     manager: MemoryManager,
     questions: Sequence[Question],
@@ -320,12 +247,6 @@ def limited(questions: Iterator[Question], limit: int | None) -> list[Question]:
     return list(islice(questions, limit)) if limit else list(questions)
 
 
-def turns_for(dataset: str, path: Path, namespaces: set[str] | None = None) -> Iterator[TurnInput]:
-    for turn in READERS[dataset](path):
-        if namespaces is None or turn.namespace in namespaces:
-            yield turn
-
-
 async def run_bench(
     manager: MemoryManager,
     dataset: str,
@@ -342,28 +263,17 @@ async def run_bench(
     then run a full sleep cycle and ask again (bench/lifecycle.py)."""
     questions = limited(QUESTIONS[dataset](data), limit)
     namespaces = {q.namespace for q in questions}
-    present = {ns: await manager.records.turn_keys(ns) for ns in namespaces}
-    fresh = (t for t in turns_for(dataset, data, namespaces) if not _present(t, present))
-    long_turns: list[int] = []
-    total = await asyncio.to_thread(_count_fresh, dataset, data, namespaces, present)
-    turns, seconds = await ingest(manager, fresh, long_turns=long_turns, progress=progress, total=total)
-    if any(present.values()):
-        progress(f"reusing {sum(map(len, present.values()))} turns already in {manager.config.data_dir}")
-    progress(f"ingested {turns} turns in {seconds:.1f} s ({turns / max(seconds, 1e-9):.0f} turns/s)")
-    if long_turns:
-        progress(f"{len(long_turns)} long turns (over max_content_bytes) split into {sum(long_turns)} chunks")
-    context_seconds = await catch_up_vectors(manager)
-    progress(f"vectors left for later (upgrade, context) caught up in {context_seconds:.1f} s")
+    filled = await fill(manager, dataset, data, namespaces, progress=progress)
     headline = HEADLINE.get(dataset)
     base = manager.config.retrieval
     report: dict[str, Any] = {
         "dataset": dataset,
         "data": str(data),
         "questions": len(questions),
-        "turns": turns + sum(map(len, present.values())),
-        "ingest_seconds": round(seconds, 2),
-        "long_turns": {"turns": len(long_turns), "chunks": sum(long_turns)},
-        "context_vector_seconds": round(context_seconds, 2),
+        "turns": filled.turns + filled.reused,
+        "ingest_seconds": round(filled.seconds, 2),
+        "long_turns": {"turns": len(filled.long_turns), "chunks": sum(filled.long_turns)},
+        "context_vector_seconds": round(filled.vector_seconds, 2),
         "token_counter": manager.token_counter.name,
         "retrieval_config": base.model_dump(mode="json"),
         "save": await _saved(manager),
@@ -397,15 +307,6 @@ async def run_bench(
             f"recall {recall}"
         )
     return report
-
-
-def _present(turn: TurnInput, present: dict[str, set[tuple[str, int]]]) -> bool:
-    return (turn.session_id, turn.turn_number) in present[turn.namespace]
-
-
-def _count_fresh(dataset: str, data: Path, namespaces: set[str], present: dict[str, set[tuple[str, int]]]) -> int:
-    """How many turns an ingest will write (the file read once more, a turn at a time): the progress lines' total."""
-    return sum(1 for t in turns_for(dataset, data, namespaces) if not _present(t, present))
 
 
 async def _saved(manager: MemoryManager) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_memory.bench.harness import _saved, ingest, turns_for
+from agent_memory.bench.filling import ingest, turns_for
+from agent_memory.bench.harness import _saved
 from agent_memory.bench.knowledge_update import (
     NEITHER,
     NEWEST,

@@ -38,7 +38,7 @@ import numpy as np
 
 from agent_memory.bench import latency, perf
 from agent_memory.bench.datasets import locomo_turns, longmemeval_turns
-from agent_memory.bench.harness import catch_up_vectors, ingest
+from agent_memory.bench.filling import catch_up_vectors, ingest
 from agent_memory.bench.latency import Latency, PooledEmbedder
 from agent_memory.bench.perf import percentile
 from agent_memory.bench.questions import locomo_questions

@@ -194,6 +194,9 @@ class Memory:
     media: Media = Media.TEXT
     media_sha256: str | None = None  # an image's bytes: their SHA-256 ...
     media_path: str | None = None  # ... and where the store keeps them, relative to data_dir ("images/<sha256>.png")
+    logged_chars: int | None = None
+    """How long its turn was as logged, in characters, when compression has cut its words; None while `content` is
+    the turn's words as logged, or was never a turn's. `said_chars` reads the one that applies."""
     original: str | None = None
     """The words of the turn it was made from, read back from the log: filled by `get(memory_id, original=True)`
     only (a compressed memory holds its salient sentences; the log, every word)."""
@@ -201,6 +204,11 @@ class Memory:
     """How many earlier revisions `history()` keeps: filled by `get()` only (None where a memory is read in bulk)."""
     lineage: tuple[MemoryId, ...] = ()
     """The memories it was superseded or merged into, in order, the last the current one: filled by `get()` only."""
+
+    @property
+    def said_chars(self) -> int:
+        """Its length as said, in characters: the logged turn's once compression cut it, else its content's."""
+        return len(self.content) if self.logged_chars is None else self.logged_chars
 
 
 def fresh_memory(

@@ -22,6 +22,7 @@ from agent_memory.interfaces.token import load_or_create_token
 from agent_memory.models import MemoryStatus, TurnInput
 from agent_memory.sleep.compress import EMBED_CHUNK
 from agent_memory.sleep.jobs import SLEEP_CYCLE, run_cycle, run_job
+from agent_memory.storage.journal import segment_name
 
 SAID = datetime(2024, 3, 1, tzinfo=UTC)
 LATER = SAID + timedelta(days=90)  # cold by then (half-life 7 days), and past sleep.compress_after
@@ -96,6 +97,43 @@ async def test_a_cold_memory_is_cut_and_its_turn_keeps_every_word(manager: Memor
     assert rows[0][0] == 0
     with pytest.raises(RevisionConflict):  # an agent holding the revision it read before the cut
         await manager.update(memory_id, "Pixel is a whippet.", expected_revision=1)
+
+
+async def test_a_cut_memory_keeps_its_logged_length_until_an_agent_rewrites_it(manager: MemoryManager) -> None:
+    """Retrieval judges whether a turn leans on its neighbours by its length as said (ranking.py, locality)."""
+    (memory_id,) = await cold(manager, TEXT)
+    assert (await manager.get(memory_id)).logged_chars is None  # its words are the turn's
+    await compress(manager)
+    memory = await manager.get(memory_id)
+    assert len(memory.content) < len(TEXT) == memory.logged_chars == memory.said_chars
+    rewritten = await manager.update(memory_id, "Pixel is a whippet.", expected_revision=2)
+    assert (rewritten.logged_chars, rewritten.said_chars) == (None, len("Pixel is a whippet."))
+    assert (await compress(manager))["lengths_kept"] == 0  # the agent's words are not a cut of the turn's
+
+
+async def test_memories_cut_before_their_length_was_kept_get_it_from_the_log(manager: MemoryManager) -> None:
+    """Stores cut before migration 0032 hold no logged length: the next run reads it from each turn in the log,
+    once; a turn the log cannot give back is counted and its memory left as it was."""
+    ids = await cold(manager, TEXT, TEXT + " Also.", TEXT + " Again.")
+    assert (await compress(manager))["compressed"] == 3
+    async with manager.records.transaction(projected=False) as db:
+        await db.execute("UPDATE memories SET logged_chars = NULL")  # as a store cut before migration 0032
+    turn = await manager.records.get_turn(str((await manager.get(ids[2])).source_turn_id))
+    assert turn is not None
+    segment = manager.config.data_dir / "logs" / segment_name(turn.position.segment)
+    with segment.open("r+b") as fh:  # one byte of its words changed: the record fails its checksum
+        fh.seek(turn.position.offset + turn.position.length - 40)
+        byte = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(b"x" if byte != b"x" else b"y")
+    assert (await compress(manager, dry_run=True))["lengths_kept"] == 0  # a dry run writes nothing
+    assert [(await manager.get(i)).logged_chars for i in ids] == [None] * 3
+    counts = await compress(manager)
+    assert (counts["lengths_kept"], counts["lengths_unreadable"], counts["compressed"]) == (2, 1, 0)
+    lengths = [(await manager.get(i)).logged_chars for i in ids]
+    assert lengths == [len(TEXT), len(TEXT + " Also."), None]
+    again = await compress(manager)
+    assert (again["lengths_kept"], again["lengths_unreadable"]) == (0, 1)
 
 
 async def test_the_cut_memory_is_reindexed_and_found_by_its_key_words(manager: MemoryManager) -> None:

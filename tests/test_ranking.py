@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -127,6 +128,23 @@ def test_rank_lifts_a_matching_session_and_reports_inactive() -> None:
     assert [r.memory.memory_id for r in ranked.results] == ["a", "b", "e", "c"]  # b and e ride on a's session
     assert "session" in ranked.results[1].layers
     assert [m.memory_id for m in ranked.inactive] == ["d"]
+
+
+def test_a_turn_long_when_said_is_not_lifted_by_its_session_or_its_neighbours_once_cut() -> None:
+    """Compression cuts a long turn's words (`logged_chars` keeps how long it was): it still carries its own meaning,
+    so it gets neither the session lift nor a NEXT hop from the turn beside it, as before the cut."""
+    config = replace_config(PLAIN, session_weight=1.0, graph_weight=0.5)
+    rankings = {"keyword": [("seed", 3.0), ("other", 2.9)]}
+    steps = [GraphStep("beside", "seed", 1, "NEXT")]
+    for logged, lifted in ((None, True), (400, True), (3000, False)):
+        beside = dataclasses.replace(memory("beside", "A short cut.", turn=1), logged_chars=logged)
+        memories = {"seed": memory("seed", turn=0), "other": memory("other", session="s2"), "beside": beside}
+        ranked = rank(rankings, steps, memories, Signals(NOW), config=config, decay=DecayConfig())
+        found = {r.memory.memory_id: r for r in ranked.results}
+        assert ("beside" in found) is lifted, logged
+        assert beside.said_chars == (logged or len("A short cut."))
+        if lifted:
+            assert {"session", "graph"} <= found["beside"].layers.keys()
 
 
 def test_mood_decides_between_equally_relevant_memories() -> None:

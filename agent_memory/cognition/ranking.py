@@ -168,9 +168,10 @@ def rank(
             rrf_k=config.rrf_k,
             method=config.fusion,
         )
-    # Session lift and neighbour hops are for turns of text: an image is ranked by what it looks like, or else a
-    # picture from a matching session would outrank the very picture asked about.
-    local = {i for i, m in memories.items() if m.media is Media.TEXT and len(m.content) <= config.locality_max_chars}
+    # Session lift and neighbour hops are for short turns of text: an image is ranked by what it looks like, or else
+    # a picture from a matching session would outrank the very picture asked about; and a turn long when said (its
+    # logged length, which compression does not shorten) carries its own meaning.
+    local = {i for i, m in memories.items() if m.media is Media.TEXT and m.said_chars <= config.locality_max_chars}
     walked = {
         i: found
         for i, found in graph_scores(

@@ -14,6 +14,10 @@ merge (their lineage is their sources'), never a memory kept by the fast path (a
 its words, as it is never compacted), never one an agent updated (its words are no longer the log's), and never
 one compressed before (that was an update too), so a second run changes nothing. `dry_run` cuts and counts and
 writes nothing.
+
+A cut memory keeps its turn's logged length (`logged_chars`, migration 0032): retrieval judges whether a turn is
+short enough to lean on its neighbours by it, not by the cut. A run first gives memories cut before that migration
+theirs, reading their turns back from the log (`count_logged`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ import numpy as np
 from agent_memory.cognition.compress import Cut, salient_cut
 from agent_memory.cognition.tokens import TokenCounter
 from agent_memory.config import SleepConfig
-from agent_memory.models import Tier
+from agent_memory.errors import StorageError
+from agent_memory.models import LogPosition, LogRecord, Tier
 from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.revision_records import CompressibleRow, NewText
 from agent_memory.validation import check_count, check_identifier
@@ -68,8 +73,9 @@ class Compressor:
         counter: TokenCounter,
         config: SleepConfig,
         notify: Callable[[], None],
+        read: Callable[[LogPosition], Awaitable[LogRecord]],
     ) -> None:
-        self._records, self._embed, self._model = records, embed, embedding_model
+        self._records, self._embed, self._model, self._read = records, embed, embedding_model, read
         self._keywords, self._entities, self._counter = keywords, entities, counter
         self._config, self._notify = config, notify
 
@@ -84,6 +90,7 @@ class Compressor:
             check_identifier("namespace", namespace)
         counts: dict[str, Any] = {"read": 0, "compressed": 0, "tokens_before": 0, "tokens_after": 0}
         counts |= {"deferred": False, "cap": cap, "dry_run": dry_run}
+        counts |= {"lengths_kept": 0, "lengths_unreadable": 0} if dry_run else await self.count_logged()
         deadline = time.monotonic() + self._config.compress_budget.total_seconds()
         last: float | None = None  # seconds the chunk before took; a run cuts one chunk at least
         after = 0
@@ -104,6 +111,21 @@ class Compressor:
         if counts["compressed"] and not dry_run:
             self._notify()
         return counts
+
+    async def count_logged(self) -> dict[str, int]:
+        """Give each memory cut before its logged length was kept (migration 0032) that length, read from its turn
+        in the log; a turn the log cannot give back is counted and left (its memory is judged by its cut words)."""
+        kept = unreadable = after = 0
+        while page := await self._records.uncounted_cuts(after_rowid=after, limit=self._config.page_size):
+            after, lengths = page[-1][0], {}
+            for _, memory_id, position in page:
+                try:
+                    lengths[memory_id] = len((await self._read(position)).content)
+                except StorageError:
+                    unreadable += 1
+            await self._records.set_logged_chars(lengths)
+            kept += len(lengths)
+        return {"lengths_kept": kept, "lengths_unreadable": unreadable}
 
     async def _page(self, now: datetime, cap: int, namespace: str | None, after: int) -> list[CompressibleRow]:
         tiers = [Tier.COLD.value] + ([Tier.WARM.value] if self._config.compress_tier == Tier.WARM.value else [])
@@ -168,5 +190,6 @@ async def run_compress(
         counter=manager.token_counter,
         config=manager.config.sleep,
         notify=manager.projector.notify,
+        read=manager.journal.read,
     )
     return await compressor.run(now, cap=cap, namespace=namespace, dry_run=dry_run)

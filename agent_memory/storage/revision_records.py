@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import aiosqlite
 
 from agent_memory.errors import InvalidInput, MemoryNotCurrent, MemoryNotFound, RevisionConflict
-from agent_memory.models import Memory, MemoryId, MemoryStatus, Revision
+from agent_memory.models import LogPosition, Memory, MemoryId, MemoryStatus, Revision
 from agent_memory.storage.inserts import enqueue, insert_memory, replace_entities
 from agent_memory.storage.rows import dt, ts
 
@@ -72,9 +72,9 @@ class RevisionQueries:
         async with self.transaction() as db:
             current = await _current(db, change)
             await _keep_revision(db, change, current, "update")
-            await db.execute(
+            await db.execute(  # the agent's words are the memory now: its length is theirs (logged_chars)
                 "UPDATE memories SET content = ?, keywords = '[]', embedding = ?, embedding_model = ?, "
-                "revision = revision + 1, revised_at = ? WHERE memory_id = ?",
+                "revision = revision + 1, revised_at = ?, logged_chars = NULL WHERE memory_id = ?",
                 (text.content, text.embedding, text.embedding_model, ts(change.at), change.memory_id),
             )
             await replace_entities(db, change.memory_id, text.entities)
@@ -216,7 +216,8 @@ class RevisionQueries:
         """Give each (memory id, revision read, new text) its cut words in one transaction, as `revise` does (vector,
         entities and keywords replaced, projections queued), where the memory is still active at the revision read
         (others are left alone). The revision kept says LOGGED instead of the words: they are the turn's, in the log,
-        and SQLite does not hold them twice. Returns the ids of the memories cut."""
+        and SQLite does not hold them twice; the memory keeps their length (`logged_chars`). Returns the ids of the
+        memories cut."""
         done: list[str] = []
         async with self.transaction() as db:
             for memory_id, revision, text in cuts:
@@ -226,9 +227,9 @@ class RevisionQueries:
                 except (RevisionConflict, MemoryNotCurrent, MemoryNotFound):
                     continue
                 await _keep_revision(db, change, (current[0], LOGGED, *current[2:]), "update")
-                await db.execute(
-                    "UPDATE memories SET content = ?, keywords = '[]', embedding = ?, embedding_model = ?, "
-                    "revision = revision + 1, revised_at = ? WHERE memory_id = ?",
+                await db.execute(  # the words it had are the turn's as logged: their length is kept (logged_chars)
+                    "UPDATE memories SET logged_chars = length(content), content = ?, keywords = '[]', embedding = ?, "
+                    "embedding_model = ?, revision = revision + 1, revised_at = ? WHERE memory_id = ?",
                     (text.content, text.embedding, text.embedding_model, ts(at), memory_id),
                 )
                 await replace_entities(db, memory_id, text.entities)
@@ -236,6 +237,28 @@ class RevisionQueries:
                 await enqueue(db, memory_id, at)
                 done.append(memory_id)
         return done
+
+    async def uncounted_cuts(self, *, after_rowid: int, limit: int) -> list[tuple[int, str, LogPosition]]:
+        """(rowid, memory id, its turn's place in the log) of memories compression cut without keeping their logged
+        length (cut before migration 0032), in rowid order from `after_rowid`: their words are still the cut (no
+        update since), and they are not erased."""
+        rows = await self._fetch(
+            "SELECT m.rowid, m.memory_id, t.segment, t.offset, t.length FROM memory_revisions r "
+            "JOIN memories m ON m.memory_id = r.memory_id JOIN turns t ON t.turn_id = m.source_turn_id "
+            f"WHERE r.change = 'update' AND r.content = '{LOGGED}' AND m.rowid > ? AND m.logged_chars IS NULL "
+            "AND m.status <> 'erased' AND NOT EXISTS (SELECT 1 FROM memory_revisions l WHERE l.memory_id = r.memory_id "
+            "AND l.change = 'update' AND l.revision > r.revision) ORDER BY m.rowid LIMIT ?",
+            (after_rowid, limit),
+        )
+        return [(int(r[0]), str(r[1]), LogPosition(int(r[2]), int(r[3]), int(r[4]))) for r in rows]
+
+    async def set_logged_chars(self, lengths: Mapping[str, int]) -> None:
+        """Keep each memory's logged length (`uncounted_cuts`' memories, their turns read back from the log)."""
+        async with self.transaction(projected=False) as db:
+            await db.executemany(
+                "UPDATE memories SET logged_chars = ? WHERE memory_id = ? AND logged_chars IS NULL",
+                [(length, memory_id) for memory_id, length in lengths.items()],
+            )
 
     async def revisions(self, memory_id: str) -> list[Revision]:
         """Every earlier revision of the memory, oldest first; MemoryNotFound for an unknown id."""

@@ -32,7 +32,8 @@ MEMORY_COLUMNS = (
     "memory_id, namespace, memory_type, content, keywords, created_at, event_at, last_accessed_at, "
     "access_count, generation, tier, status, superseded_by, valence, arousal, surprise, importance, "
     "confidence, decay_score, source_turn_id, session_id, revision, turn_number, "
-    "(SELECT t.role FROM turns t WHERE t.turn_id = memories.source_turn_id), media, media_sha256, media_path"
+    "(SELECT t.role FROM turns t WHERE t.turn_id = memories.source_turn_id), media, media_sha256, media_path, "
+    "logged_chars"
 )
 
 
@@ -202,6 +203,7 @@ def memory_row(r: sqlite3.Row | tuple[Any, ...], entities: tuple[str, ...]) -> M
         media=_MEDIA[r[24]],
         media_sha256=r[25],
         media_path=r[26],
+        logged_chars=r[27],
     )
 
 

@@ -147,6 +147,20 @@ def test_a_turn_long_when_said_is_not_lifted_by_its_session_or_its_neighbours_on
             assert {"session", "graph"} <= found["beside"].layers.keys()
 
 
+def test_a_derived_memory_seeds_no_walk() -> None:
+    """A digest or a merge gathers many turns' statements: the walk from it would lift every turn it came from and
+    every memory sharing an entity with them. A turn at the same place in the fusion still seeds the walk."""
+    steps = [GraphStep("source", "top", 1, "EVOLVED_FROM"), GraphStep("namesake", "top", 1, "MENTIONS")]
+    rankings = {"keyword": [("top", 3.0), ("other", 2.9)]}
+    config = replace_config(PLAIN, graph_weight=0.5)
+    for generation, walked in ((0, True), (1, False)):
+        top = dataclasses.replace(memory("top", session="s9"), generation=generation)
+        memories = {"top": top, "other": memory("other")} | {i: memory(i, session="s2") for i in ("source", "namesake")}
+        ranked = rank(rankings, steps, memories, Signals(NOW), config=config, decay=DecayConfig())
+        found = {r.memory.memory_id for r in ranked.results}
+        assert found == ({"top", "other", "source", "namesake"} if walked else {"top", "other"}), generation
+
+
 def test_mood_decides_between_equally_relevant_memories() -> None:
     happy = memory("happy", valence=0.9, arousal=0.7)
     sad = memory("sad", valence=-0.8, arousal=0.6)

@@ -13,6 +13,7 @@ import numpy as np
 from llm_server import ChatCompletionsServer, Reply
 
 from agent_memory import MemoryManager, TurnInput
+from agent_memory.cognition.salience import speaker_label
 from agent_memory.config import Config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.models import Memory, MemoryStatus, MemoryType, Tier
@@ -42,8 +43,10 @@ OTHERS = [
 RULES = GroupRules(overlap=0.6, min_similarity=0.5, valence_delta=0.5, generation_gap=1, max_size=4)
 
 
-def candidate(memory_id: str, words: str, *, valence: float = 0.0, generation: int = 0) -> MergeCandidate:
-    return MergeCandidate(memory_id, frozenset(words.split()), valence, generation, np.ones(4) / 2, 0.5)
+def candidate(
+    memory_id: str, words: str, *, valence: float = 0.0, generation: int = 0, speaker: str = "user|Caroline"
+) -> MergeCandidate:
+    return MergeCandidate(memory_id, frozenset(words.split()), valence, generation, np.ones(4) / 2, 0.5, speaker)
 
 
 async def ingest_career(manager: MemoryManager, emotions: list[dict[str, float] | None] | None = None) -> list[str]:
@@ -83,6 +86,16 @@ def test_groups_keep_the_valence_generation_size_and_similarity_guards() -> None
     assert sorted(len(g) for g in candidate_groups(many, RULES)) == [3, 4]  # at most max_size each
     apart = [replace(c, vector=np.eye(4)[i]) for i, c in enumerate(many[:2])]  # orthogonal vectors: cosine 0
     assert candidate_groups(apart, RULES) == []
+
+
+def test_a_merge_is_one_speakers_words() -> None:
+    """One speaker's words echoed by the other are a dialogue, not a repeat: never one memory."""
+    said, echoed = candidate("a", "small goal progress motivated"), candidate("b", "small goal progress motivated")
+    assert len(candidate_groups([said, echoed], RULES)) == 1
+    assert candidate_groups([said, replace(echoed, speaker="user|Melanie")], RULES) == []
+    assert candidate_groups([said, replace(echoed, speaker="assistant|")], RULES) == []
+    assert speaker_label("[6 Jul] Caroline: I ran.") == speaker_label("Caroline: I ran.") == "Caroline"
+    assert speaker_label("Mary Ann Lee: hi") == "Mary Ann Lee" and speaker_label("I ran: far.") == ""
 
 
 def test_a_word_most_memories_carry_links_nothing() -> None:
@@ -199,6 +212,17 @@ async def test_the_valence_and_fast_path_guards_hold_on_the_real_store(
         assert sum(1 for m in results.values() if "counseling" in m.content) == 3
         run = await manager.run_compaction(now=LATER)
         assert run.counts["groups"] == 0 and await manager.records.compactions() == []
+
+
+async def test_one_speakers_words_echoed_by_the_other_stay_apart_on_the_real_store(manager: MemoryManager) -> None:
+    ids = await ingest_career(manager)
+    echo = CAREER[1].replace("Caroline:", "Melanie:")  # the same words, said back by the other speaker
+    echoed = (await manager.process_turn("s8", 0, echo, at=T0 + timedelta(days=8))).memory_id
+    assert echoed is not None
+    run = await manager.run_compaction(now=LATER)
+    (history,) = await manager.records.compactions()
+    assert history.status == "accepted" and sorted(history.source_ids) == sorted(ids[: len(CAREER)]), run.counts
+    assert (await manager.get(echoed)).status is MemoryStatus.ACTIVE  # Melanie's stays her own
 
 
 async def test_replay_rejects_a_merge_that_loses_what_its_sources_answered(

@@ -226,6 +226,7 @@ class TextFeatures:
 
 
 _SPEAKER = re.compile(r"^\s*[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+")
+_DATED = re.compile(r"^\s*\[[^\]\n]{1,40}\]\s*")  # a merged memory's first part: "[6 Jul] Caroline: ..."
 _GREETING = frozenset(
     [
         "Hey",
@@ -283,6 +284,12 @@ def sentences_of(text: str) -> tuple[str, list[str]]:
     shielded = _ABBREVIATION.sub(lambda m: m.group(0).replace(".", "\0"), body)
     found = [s.strip().replace("\0", ".") for s in _SENTENCE_BREAK.split(shielded) if s.strip()]
     return (label.group(0).strip() + " " if label else ""), found
+
+
+def speaker_label(text: str) -> str:
+    """The transcript speaker a text opens with ("Maria" for "Maria: ..." or "[6 Jul] Maria: ..."), or ""."""
+    label = _SPEAKER.match(_DATED.sub("", text, count=1))
+    return label.group(0).strip().rstrip(":") if label else ""
 
 
 def is_reaction(sentence: str) -> bool:

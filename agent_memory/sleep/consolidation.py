@@ -5,9 +5,9 @@ For each namespace:
 
 1. **Groups** (groups.py): active text memories whose keyword words overlap at least
    `sleep.keyword_overlap_merge_threshold` and whose vectors are at least `sleep.merge_min_similarity` similar,
-   found through an inverted index; never across a valence gap over `sleep.max_valence_delta_for_merge`, never
-   more than `sleep.max_generation_gap_for_merge` generations apart, never a memory the policy protects (a
-   fast-path generation-0 memory). Most faded and least important first, at most `sleep.compaction_max_merges`.
+   found through an inverted index; never across speakers (the turn's role and transcript label), never across a
+   valence gap over `sleep.max_valence_delta_for_merge`, never more than `sleep.max_generation_gap_for_merge`
+   generations apart, never a memory the policy protects (a fast-path generation-0 memory). Most faded and least important first, at most `sleep.compaction_max_merges`.
 2. **Merge** (merge.py): the LLM writes the merged text and the replay questions when one is configured; else (or
    when it fails) the extractive merge and key-phrase questions.
 3. **Replay, before**: each synthetic query runs through retrieval as the store is; it scores the reciprocal rank
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agent_memory.cognition.salience import speaker_label
 from agent_memory.errors import LLMError
 from agent_memory.llm.merge_prompt import ask_merge
 from agent_memory.models import Memory
@@ -114,6 +115,7 @@ async def _groups(manager: MemoryManager, namespace: str, now: datetime) -> list
                 memory.generation,
                 np.frombuffer(blob, dtype="<f4") if blob is not None else None,
                 manager.policy.compaction_priority(memory, fast_path=fast, now=now, decay=manager.config.decay),
+                f"{memory.role.value if memory.role else ''}|{speaker_label(memory.content)}",
             )
             for memory, fast, blob in rows
             if manager.policy.may_compact(memory, fast_path=fast)

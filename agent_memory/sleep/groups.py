@@ -33,6 +33,7 @@ class MergeCandidate:
     generation: int
     vector: np.ndarray | None  # unit length, or None when the memory has no text vector
     priority: float  # the policy's compaction priority: more faded, less important first
+    speaker: str  # who said it: the turn's role and transcript label (salience.speaker_label), "user|Caroline"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ def overlap(a: frozenset[str], b: frozenset[str]) -> float:
 def candidate_groups(candidates: Sequence[MergeCandidate], rules: GroupRules) -> list[list[MergeCandidate]]:
     """Groups of 2..max_size candidates, most wanting consolidation first. Pairs come from the index, strongest
     overlap first; a pair joins two groups (or a memory to a group) only when every member would still keep the
-    valence and generation guards with every other and the group stays within max_size."""
+    valence, generation and speaker guards with every other and the group stays within max_size."""
     groups: dict[int, list[int]] = {}
     group_of: dict[int, int] = {}
     for i, j in _pairs(candidates, rules):
@@ -126,9 +127,13 @@ def _matrix(candidates: Sequence[MergeCandidate]) -> np.ndarray:
 
 
 def _compatible(members: Sequence[MergeCandidate], rules: GroupRules) -> bool:
+    """A merge says one speaker's repeated thing once: one speaker's words echoed by the other ("Setting small goals
+    helps me" / "Setting small goals is a great way ...") are a dialogue, and merged they lost who said what and
+    their place among the turns beside them (LoCoMo, docs/benchmarks.md: "One speaker a merge")."""
     valences = [m.valence for m in members]
     generations = [m.generation for m in members]
     return (
         max(valences) - min(valences) <= rules.valence_delta
         and max(generations) - min(generations) <= rules.generation_gap
+        and len({m.speaker for m in members}) == 1
     )

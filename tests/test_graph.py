@@ -16,7 +16,8 @@ from subprocess import PIPE
 import pytest
 
 from agent_memory.errors import ClosedError, StorageError, StoreLocked
-from agent_memory.models import GraphMemory, MemoryId, MemoryType
+from agent_memory.models import MemoryId, MemoryType
+from agent_memory.projection_models import GraphMemory
 from agent_memory.storage.graph import KuzuGraph, _Host
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,6 @@ from agent_memory.config import DecayConfig, RetrievalConfig
 from agent_memory.errors import ConfigError
 from agent_memory.models import (
     EmotionalContext,
-    GraphStep,
     Memory,
     MemoryId,
     MemoryStatus,
@@ -27,6 +26,7 @@ from agent_memory.models import (
     Role,
     Tier,
 )
+from agent_memory.projection_models import GraphStep
 from agent_memory.scoring import decay_strength
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)

@@ -13,7 +13,8 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from agent_memory.errors import ClosedError, StorageError
-from agent_memory.models import Between, MemoryId, VectorItem
+from agent_memory.models import MemoryId
+from agent_memory.projection_models import Between, VectorItem
 from agent_memory.storage.server_vectors import QdrantServerVectors
 from agent_memory.storage.vectors import EdgeVectors
 

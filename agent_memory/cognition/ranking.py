@@ -20,7 +20,6 @@ from agent_memory.cognition.timewords import TimeWindow
 from agent_memory.config import DecayConfig, RetrievalConfig
 from agent_memory.models import (
     EmotionalContext,
-    GraphStep,
     LayerHit,
     Media,
     Memory,
@@ -28,6 +27,7 @@ from agent_memory.models import (
     RetrievalResult,
     Role,
 )
+from agent_memory.projection_models import GraphStep
 from agent_memory.scoring import memory_strength, reciprocal_rank_fusion
 
 SESSION_TOP = 3  # a session's evidence is the mean of its best three fused scores

@@ -7,15 +7,12 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from agent_memory.models import (
-    GraphMemory,
-    GraphStep,
     LogPosition,
     LogRecord,
     MemoryId,
     Vector,
-    VectorHit,
-    VectorItem,
 )
+from agent_memory.projection_models import GraphMemory, GraphStep, VectorHit, VectorItem
 
 
 class Journal(Protocol):

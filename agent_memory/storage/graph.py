@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory.errors import ClosedError, EngineUnavailable, StorageError, StoreLocked
-from agent_memory.models import GraphMemory, GraphStep, MemoryId
+from agent_memory.models import MemoryId
+from agent_memory.projection_models import GraphMemory, GraphStep
 
 log = logging.getLogger(__name__)
 

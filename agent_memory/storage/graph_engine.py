@@ -38,7 +38,7 @@ from typing import Any, TypeVar, cast
 
 import kuzu
 
-from agent_memory.models import GraphMemory, GraphStep
+from agent_memory.projection_models import GraphMemory, GraphStep
 from agent_memory.storage.cypher import (
     ADD_ATTACHED,
     ATTACHED_WEIGHT,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent_memory.models import GraphMemory
+from agent_memory.projection_models import GraphMemory
 from agent_memory.storage.cypher import ATTACHED_WEIGHT, CSV_HEADERS
 
 Edge = tuple[str, str]

@@ -8,7 +8,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agent_memory.models import GraphMemory, Media, Memory, MemoryId, MemoryType
+from agent_memory.models import (
+    Media,
+    Memory,
+    MemoryId,
+    MemoryType,
+)
+from agent_memory.projection_models import GraphMemory
 
 ID_CHUNK = 500  # ids a query names at most (SQLite allows 32,766 parameters; other queries here use 500 too)
 

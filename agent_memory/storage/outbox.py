@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from agent_memory.models import Memory, MemoryId, OutboxItem, VectorItem
+from agent_memory.models import Memory, MemoryId
+from agent_memory.projection_models import OutboxItem, VectorItem
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.records import SqliteRecords
 

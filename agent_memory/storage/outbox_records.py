@@ -10,7 +10,8 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agent_memory.models import MemoryId, OutboxItem
+from agent_memory.models import MemoryId
+from agent_memory.projection_models import OutboxItem
 from agent_memory.storage.rows import ts
 
 # Every read drains the projector, which asks this first: it must cost nothing when nothing is pending, so it walks

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.errors import ClosedError, StorageError
-from agent_memory.models import GraphStep, Memory
+from agent_memory.models import Memory
+from agent_memory.projection_models import GraphStep
 from agent_memory.storage.keyword_projection import KeywordProjection, KeywordQuery, Matches
 from agent_memory.storage.rows import MEMORY_COLUMNS, memory_row
 

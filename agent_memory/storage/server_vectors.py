@@ -15,7 +15,8 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient, models
 
 from agent_memory.errors import AgentMemoryError, ClosedError, StorageError
-from agent_memory.models import Between, MemoryId, Vector, VectorHit, VectorItem
+from agent_memory.models import MemoryId, Vector
+from agent_memory.projection_models import Between, VectorHit, VectorItem
 from agent_memory.storage.vectors import BATCH_SIZE, DEFAULT_DIMENSIONS, FLOAT_FIELDS, KEYWORD_FIELDS, batches, point_id
 
 TENANT_INDEX = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)

@@ -46,7 +46,8 @@ from qdrant_edge import (
 )
 
 from agent_memory.errors import AgentMemoryError, ClosedError, StorageError
-from agent_memory.models import Between, MemoryId, Vector, VectorHit, VectorItem
+from agent_memory.models import MemoryId, Vector
+from agent_memory.projection_models import Between, VectorHit, VectorItem
 
 T = TypeVar("T")
 AtSwap = Callable[[], contextlib.AbstractAsyncContextManager[object]]  # entered around a shard swap (the index job)

@@ -204,7 +204,9 @@ async def test_a_failed_answer_hands_the_batch_to_the_offline_rules(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     llm_server.responder = responder
-    extracting = extracting_config(config, llm_server, timeout=timedelta(seconds=0.5))
+    # 1.5 s: under a loaded suite a 0.5 s timeout expired before the server read the request, so a prose answer
+    # was never given and the batch fell back for the timeout instead (no request recorded); slow(3.0) still times out
+    extracting = extracting_config(config, llm_server, timeout=timedelta(seconds=1.5))
     async with MemoryManager.open(extracting, embedder=embedder) as manager:
         with caplog.at_level(logging.WARNING, logger="agent_memory.fact_extractors"):
             turn = await manager.process_turn("s1", 0, "I live in Lisbon.", at=NOW)

@@ -63,6 +63,7 @@ from agent_memory.recovery import LogRecovery
 from agent_memory.retrieval_log import RetrievalLog
 from agent_memory.revisions import Revisions
 from agent_memory.save_decider import SaveDecider
+from agent_memory.sleep.digests import Digests
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.grep import RipgrepJournalSearch
@@ -169,6 +170,8 @@ class MemoryManager(ReadPath):
             stack.push_async_callback(self.vector_upgrade.stop)
             await self.entity_refresh.start()
             stack.push_async_callback(self.entity_refresh.stop)
+            self.digests.start()
+            stack.push_async_callback(self.digests.stop)
             self._stack = stack.pop_all()
 
     async def _open_engines(self, stack: AsyncExitStack) -> tuple[bool, bool]:
@@ -261,6 +264,15 @@ class MemoryManager(ReadPath):
             records,
             self.extractor,
             config.extraction,
+            clock=clock,
+            notify=notify,
+            activity=lambda: records.commits + self.retrieval_log.added,
+        )
+        self.digests = Digests(
+            records,
+            self.embedder,
+            self.extractor,
+            config.sleep,
             clock=clock,
             notify=notify,
             activity=lambda: records.commits + self.retrieval_log.added,
@@ -703,6 +715,7 @@ class MemoryManager(ReadPath):
             "vectors_to_upgrade": await self.vector_upgrade.left(),  # an int8 import's, not yet float32's
             "vectors_moved": await self.records.index_moves(),  # out of the HNSW index since it was built
             "entities_to_refresh": await self.entity_refresh.left(),  # memories the extraction rules changed under
+            "memories_to_digest": await self.digests.left(),  # their statements not yet placed in digest topics
             "log_bytes": self.journal.end_bytes(),
             "schema_version": await self.records.schema_version(),
             "keyword_index": await projected.status()

@@ -184,3 +184,89 @@ def test_the_command_line_runs_the_digest_until_done(
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) >= 3 and all(" digest ok " in line for line in lines), lines
     assert '"deferred": true' in lines[0] and '"deferred": false' in lines[-1]
+
+
+# ----- digests while the store is idle ------------------------------------------------------------------------
+
+
+def _idle(config: Config, *, least: int, delay: timedelta, folder: str) -> Config:
+    sleep = config.sleep.model_copy(update={"digest_idle_min": least, "digest_idle_delay": delay})
+    return config.model_copy(update={"sleep": sleep, "data_dir": config.data_dir / folder})
+
+
+async def _statement_tally(manager: MemoryManager) -> tuple[int, int]:
+    """(statements placed, the topics' sizes summed): equal unless a statement was counted twice."""
+    rows = await manager.records._fetch(
+        "SELECT (SELECT count(*) FROM digest_statements), (SELECT coalesce(sum(size), 0) FROM digest_topics)"
+    )
+    return int(rows[0][0]), int(rows[0][1])
+
+
+async def test_once_enough_memories_wait_an_idle_store_digests_them_as_the_job_would(
+    config: Config, embedder: Embedder
+) -> None:
+    """An import's digests come once the store is idle, not at the job's next hourly run: the same digests the job
+    makes, and the job then finds nothing new."""
+    async with MemoryManager.open(
+        config.model_copy(update={"data_dir": config.data_dir / "job"}), embedder=embedder
+    ) as manager:
+        await converse(manager, CONVERSATION)
+        await run_job(manager, "digest", now=LATER)
+        by_the_job = sorted((await digests(manager)).values())
+    eager = _idle(config, least=5, delay=timedelta(milliseconds=200), folder="idle")
+    async with MemoryManager.open(eager, embedder=embedder) as manager:
+        await converse(manager, CONVERSATION)
+        assert (await manager.stats())["memories_to_digest"] == 7
+        for _ in range(200):
+            if len(await digests(manager)) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert sorted((await digests(manager)).values()) == by_the_job
+        assert (await manager.stats())["memories_to_digest"] == 0
+        run = await run_job(manager, "digest", now=LATER)
+        assert run.counts["memories_read"] == 0 and run.counts["digests_new"] == 0, run.counts
+        await manager.flush()
+        assert (await manager.doctor()).consistent
+
+
+async def test_fewer_waiting_than_the_least_or_the_task_off_leave_them_to_the_job(
+    config: Config, embedder: Embedder
+) -> None:
+    """A live chat's few memories wait for the job (their digests are not rewritten at every pause), and with
+    `sleep.digest_idle_delay` zero nothing is digested but by the job."""
+    for least, delay, folder in ((8, timedelta(milliseconds=100), "few"), (1, timedelta(0), "off")):
+        async with MemoryManager.open(_idle(config, least=least, delay=delay, folder=folder), embedder=embedder) as m:
+            await converse(m, CONVERSATION)
+            await asyncio.sleep(0.6)  # idle six times the delay: the task looked, and left them
+            caught = await m.digests.catch_up()
+            assert caught["memories_read"] == 0 and await digests(m) == {}, caught
+            assert (await m.stats())["memories_to_digest"] == 7
+            run = await run_job(m, "digest", now=LATER)
+            assert run.counts["memories_read"] == 7 and run.counts["digests_new"] == 2
+
+
+async def test_the_job_and_the_idle_task_at_once_place_each_statement_once(config: Config, embedder: Embedder) -> None:
+    """One step at a time, whichever runs it: the job and the background task's steps, started together, read each
+    memory once (both reading from the same cursor counted every statement twice)."""
+    one_step = config.sleep.model_copy(
+        update={"digest_batch": 2, "digest_idle_min": 1, "digest_idle_delay": timedelta(hours=1)}
+    )
+    async with MemoryManager.open(config.model_copy(update={"sleep": one_step}), embedder=embedder) as manager:
+        await converse(manager, CONVERSATION)
+        run, caught = await asyncio.gather(run_job(manager, "digest", now=LATER), manager.digests.catch_up(LATER))
+        assert run.counts["memories_read"] + caught["memories_read"] == 7, (run.counts, caught)
+        placed, sizes = await _statement_tally(manager)
+        assert placed == sizes == run.counts["statements"] + caught["statements"]
+        assert len(await digests(manager)) == 2
+
+
+def test_the_idle_digest_settings_refuse_what_cannot_be() -> None:
+    from pydantic import ValidationError
+
+    from agent_memory.config import SleepConfig
+
+    with pytest.raises(ValidationError, match="digest_idle_min"):
+        SleepConfig(digest_idle_min=0)
+    with pytest.raises(ValidationError, match="digest_idle_delay"):
+        SleepConfig(digest_idle_delay=timedelta(seconds=-1))
+    assert SleepConfig().digest_idle_min == 100 and SleepConfig().digest_idle_delay == timedelta(seconds=10)

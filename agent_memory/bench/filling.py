@@ -79,14 +79,16 @@ async def ingest(
     return count, time.perf_counter() - started
 
 
-async def catch_up_vectors(manager: MemoryManager) -> float:
-    """The vectors an ingest leaves for later, made now as the daemon makes them while idle, and projected: the int8
-    document model's made again in float32 (vector_upgrade.py; none unless the store was filled with int8
-    documents) and the context vectors (when on). Questions are then asked of the store at rest, which no
+async def do_idle_work(manager: MemoryManager) -> float:
+    """What an ingest leaves for the store's idle moments, made now as the daemon makes it, and projected: the int8
+    document model's vectors made again in float32 (vector_upgrade.py; none unless the store was filled with int8
+    documents), the context vectors (when on), and the digests of the memories that wait for them once
+    `sleep.digest_idle_min` do (sleep/digests.py). Questions are then asked of the store at rest, which no
     background batch changes while they run. Returns the seconds it took."""
     started = time.perf_counter()
     await manager.vector_upgrade.catch_up()
     await manager.context_vectors.catch_up()
+    await manager.digests.catch_up()
     await manager.flush()
     return time.perf_counter() - started
 
@@ -130,8 +132,8 @@ async def fill(
     progress(f"ingested {turns} turns in {seconds:.1f} s ({turns / max(seconds, 1e-9):.0f} turns/s)")
     if long_turns:
         progress(f"{len(long_turns)} long turns (over max_content_bytes) split into {sum(long_turns)} chunks")
-    vector_seconds = await catch_up_vectors(manager)
-    progress(f"vectors left for later (upgrade, context) caught up in {vector_seconds:.1f} s")
+    vector_seconds = await do_idle_work(manager)
+    progress(f"idle work left for later (vector upgrade, context vectors, digests) done in {vector_seconds:.1f} s")
     return Filled(turns, reused, seconds, long_turns, vector_seconds)
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_memory.bench.bootstrap import Rows, paired_interval
-from agent_memory.bench.filling import catch_up_vectors, ingest, turns_for
+from agent_memory.bench.filling import do_idle_work, ingest, turns_for
 from agent_memory.bench.harness import HEADLINE, QUESTIONS, Scores, ask, limited
 from agent_memory.bench.lifecycle import CATCH_UP_JOBS, CATCH_UP_RUNS
 from agent_memory.bench.questions import Question
@@ -51,7 +51,7 @@ async def figures(
     config = load_config(data_dir=str(data_dir), save__keep_all=True, image__enabled=False)
     out: dict[str, dict[str, Rows]] = {}
     async with MemoryManager.open(config) as manager:
-        await catch_up_vectors(manager)  # what a daemon makes while idle: context vectors, int8 ones upgraded
+        await do_idle_work(manager)  # what a daemon makes while idle: int8 vectors upgraded, context vectors, digests
         base = manager.config.retrieval
         for name, changes in variants.items():
             manager.configure_retrieval(base.model_copy(update=dict(changes)))
@@ -89,7 +89,7 @@ async def stores_apart(data_dir: Path, dataset: str, data: Path, *, budget: int 
             config = load_config(data_dir=folder, save__keep_all=True, image__enabled=False)
             async with MemoryManager.open(config) as manager:
                 await ingest(manager, turns_for(dataset, data, {namespace}))
-                await catch_up_vectors(manager)
+                await do_idle_work(manager)
                 scores, _ = await ask(manager, asked, budgets=[budget])
         rows |= {q.question_id: row for q, row in zip(asked, scores[budget].rows, strict=True)}
     apart = Scores(rows=[rows[q.question_id] for q in questions])
@@ -137,7 +137,7 @@ async def after_sleep(
             settings = {f"sleep__{key}": value for key, value in changes.items()}
             config = load_config(data_dir=str(copy), save__keep_all=True, image__enabled=False, **settings)
             async with MemoryManager.open(config) as manager:
-                await catch_up_vectors(manager)
+                await do_idle_work(manager)
                 for job in jobs_run:
                     for _ in range(1 + (CATCH_UP_RUNS if job in CATCH_UP_JOBS else 0)):
                         run = await run_job(manager, job, now=now)

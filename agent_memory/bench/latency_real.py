@@ -5,9 +5,10 @@ LoCoMo dev's turns, then LongMemEval dev's haystack turns (read where the user k
 repeated with dates shifted past the whole corpus's span and session ids prefixed by the copy, until the size is
 reached. Every turn lands in one namespace, as one user's store would, through the real `process_turns` with the
 shipped defaults (the save decision judges, so fewer memories than turns are kept). Then, as a running daemon
-would have it: the context vectors the ingest left waiting are computed (`context_vectors.catch_up()`, a no-op
-while `embedding.context_vectors` is off, as shipped) and the `index` sleep job builds HNSW for every collection
-that holds points (text, and context when on). The questions are LoCoMo dev's (200, evenly spread over its three
+would have it: the idle work the ingest left is done (filling.do_idle_work: the context vectors, a no-op while
+`embedding.context_vectors` is off, as shipped, and the digests of the memories waiting for them; stores built
+before 2026-12-07's idle digests held none) and the `index` sleep job builds HNSW for every collection that holds
+points (text, and context when on). The questions are LoCoMo dev's (200, evenly spread over its three
 conversations), embedded by the real model at query time.
 
 **Stored vectors are the real model's, each distinct text embedded once** (`CachingEmbedder`): a repeated turn
@@ -38,7 +39,7 @@ import numpy as np
 
 from agent_memory.bench import latency, perf
 from agent_memory.bench.datasets import locomo_turns, longmemeval_turns
-from agent_memory.bench.filling import catch_up_vectors, ingest
+from agent_memory.bench.filling import do_idle_work, ingest
 from agent_memory.bench.latency import Latency, PooledEmbedder
 from agent_memory.bench.perf import percentile
 from agent_memory.bench.questions import locomo_questions
@@ -136,9 +137,9 @@ def _key(text: str) -> bytes:
 
 
 async def daemon_ready(manager: MemoryManager) -> dict[str, float]:
-    """The store as a daemon would have it after a pause: the context vectors caught up, then both collections'
-    HNSW built by the `index` sleep job. Returns the seconds each took."""
-    context = await catch_up_vectors(manager)
+    """The store as a daemon would have it after a pause: its idle work done (context vectors, digests), then the
+    collections' HNSW built by the `index` sleep job. Returns the seconds each took."""
+    context = await do_idle_work(manager)
     started = time.perf_counter()
     await run_job(manager, "index", force=True)
     await manager.flush()

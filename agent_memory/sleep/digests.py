@@ -19,83 +19,219 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from agent_memory.cognition.digest import Statement, Topic, assign, render, statements
+from agent_memory.cognition.extraction import SimpleExtractor
 from agent_memory.config import SleepConfig
+from agent_memory.embeddings.text import Embedder
+from agent_memory.idle_work import IdleWork
 from agent_memory.models import Memory, MemoryId, MemoryType, fresh_memory
 from agent_memory.storage.digest_records import DigestWrite, StoredTopic, TopicWrite
-
-if TYPE_CHECKING:
-    from agent_memory.manager import MemoryManager
-
+from agent_memory.storage.records import SqliteRecords
 
 EMBED_CHUNK = 64
 """Statements (and digests) per call to the embedder: a turn arriving meanwhile waits for one chunk, not a run."""
 
 
-async def run_digests(manager: MemoryManager, now: datetime) -> dict[str, Any]:
+DEFERRED = -1
+"""What a step the budget did not allow reads (`Digests._next`)."""
+
+
+def _counts() -> dict[str, Any]:
     counts: dict[str, Any] = dict.fromkeys(
         ("memories_read", "statements", "topics_new", "digests_new", "digests_rewritten"), 0
     )
     counts["deferred"] = False
-    batch = manager.config.sleep.digest_batch
-    deadline = time.monotonic() + manager.config.sleep.digest_budget.total_seconds()
-    last_step: float | None = None  # seconds the previous step took; every run makes one step at least
-    for namespace in await manager.records.memory_namespaces():
-        while True:
-            memories, cursor = await manager.records.undigested(namespace, limit=batch)
-            if cursor is None:
-                break
-            if memories and last_step is not None and time.monotonic() + last_step > deadline:
-                counts["deferred"] = True  # another step would end past sleep.digest_budget: the next run goes on
-                return counts
-            started = time.monotonic()
-            counts["memories_read"] += len(memories)
-            await _step(manager, namespace, memories, cursor, now, counts)
-            if memories:  # rows passed over (the digests themselves, images) only move the cursor: no step
-                last_step = time.monotonic() - started
     return counts
 
 
-async def _embed(manager: MemoryManager, texts: Sequence[str]) -> np.ndarray:
-    parts = [await manager.embedder.embed(texts[i : i + EMBED_CHUNK]) for i in range(0, len(texts), EMBED_CHUNK)]
-    return np.concatenate(parts) if parts else np.zeros((0, manager.embedder.dimension), dtype=np.float32)
+class Digests:
+    """A store's digests, kept by the sleep job `digest` (`run`) and, once `sleep.digest_idle_min` memories wait, by
+    a background task whenever the store is idle (idle_work.py): an import's digests come a few seconds after it
+    ends, not at the job's next hourly run. One step at a time, whichever runs it, so a memory's statements are
+    placed once; the topics are the same whether the memories are read in one step or many."""
 
-
-async def _step(
-    manager: MemoryManager,
-    namespace: str,
-    memories: Sequence[Memory],
-    cursor: int,
-    now: datetime,
-    counts: dict[str, int],
-) -> None:
-    """One batch of memories: their statements placed in topics, the grown topics' digests written, the cursor
-    moved, in one transaction."""
-    settings = manager.config.sleep
-    found = await asyncio.to_thread(_statements, memories)  # regular expressions over a step's text: off the loop
-    counts["statements"] += len(found)
-    if not found:
-        await manager.records.commit_digests(
-            namespace, cursor=cursor, topics=(), digests=(), embedding_model=manager.embedder.name, now=now
+    def __init__(
+        self,
+        records: SqliteRecords,
+        embedder: Embedder,
+        extractor: SimpleExtractor,
+        config: SleepConfig,
+        *,
+        clock: Callable[[], datetime],
+        notify: Callable[[], None],
+        activity: Callable[[], int],
+    ) -> None:
+        """`notify` wakes the projector after a step wrote digests; `activity` grows with every write and every
+        question (the background task steps only while it stands still but for its own steps)."""
+        self._records, self._embedder, self._extractor, self._config = records, embedder, extractor, config
+        self._clock, self._notify = clock, notify
+        self._lock = asyncio.Lock()
+        self._idle = IdleWork(
+            "digests",
+            self._idle_step,
+            activity=activity,
+            delay=config.digest_idle_delay.total_seconds(),
+            finished="the statements of the memories that waited are in digests",
         )
-        return
-    vectors = await _embed(manager, [statement.text for statement, _ in found])
-    speakers = sorted({statement.speaker for statement, _ in found})
-    stored = await manager.records.digest_topics(namespace, speakers)
-    topics, grown = await asyncio.to_thread(_place, found, vectors, stored, settings)
-    counts["topics_new"] += sum(1 for t in topics if t.topic_id is None)
-    digests = await _digests(manager, topics, grown, now)
-    counts["digests_new"] += sum(1 for d in digests if d.new)
-    counts["digests_rewritten"] += sum(1 for d in digests if not d.new)
-    await manager.records.commit_digests(
-        namespace, cursor=cursor, topics=topics, digests=digests, embedding_model=manager.embedder.name, now=now
-    )
+
+    def start(self) -> None:
+        if self._config.digest_idle_delay.total_seconds() > 0:
+            self._idle.start()
+
+    async def stop(self) -> None:
+        await self._idle.stop()
+
+    async def left(self) -> int:
+        """How many memories wait for a digest step."""
+        return await self._records.undigested_count()
+
+    async def run(self, now: datetime) -> dict[str, Any]:
+        """The sleep job: steps through every namespace's new memories until none is left or another step would end
+        past `sleep.digest_budget`."""
+        counts = _counts()
+        deadline = time.monotonic() + self._config.digest_budget.total_seconds()
+        last_step: float | None = None  # seconds the previous step took; every run makes one step at least
+        for namespace in await self._records.memory_namespaces():
+            while True:
+                started = time.monotonic()
+                read = await self._next(namespace, now, counts, deadline=deadline, last_step=last_step)
+                if read is None:
+                    break
+                if read is DEFERRED:  # another step would end past the budget: the next run goes on
+                    counts["deferred"] = True
+                    return counts
+                if read:  # rows passed over (digests, images) only move the cursor: no step to judge by
+                    last_step = time.monotonic() - started
+        return counts
+
+    async def catch_up(self, now: datetime | None = None) -> dict[str, Any]:
+        """What the background task would do once the store is idle, done now: every step it would take (none when
+        fewer than `sleep.digest_idle_min` memories wait, or the task is off). The benchmarks call it after an
+        import."""
+        counts = _counts()
+        if self._config.digest_idle_delay.total_seconds() > 0:
+            while await self._idle_step(now, counts) != (0, 0):
+                pass
+        return counts
+
+    async def _idle_step(self, now: datetime | None = None, counts: dict[str, Any] | None = None) -> tuple[int, int]:
+        """One step of the first namespace with memories waiting: (digests written, memories read, at least 1 when
+        only passed-over rows moved the cursor); (0, 0) when fewer than `sleep.digest_idle_min` wait."""
+        if await self.left() < self._config.digest_idle_min:
+            return 0, 0
+        counts = _counts() if counts is None else counts
+        written = counts["digests_new"] + counts["digests_rewritten"]
+        for namespace in await self._records.memory_namespaces():
+            read = await self._next(namespace, now or self._clock(), counts)
+            if read is not None:
+                return counts["digests_new"] + counts["digests_rewritten"] - written, max(read, 1)
+        return 0, 0
+
+    async def _next(
+        self,
+        namespace: str,
+        now: datetime,
+        counts: dict[str, Any],
+        *,
+        deadline: float | None = None,
+        last_step: float | None = None,
+    ) -> int | None:
+        """The namespace's next step: how many memories it read (0 when it only passed over rows), None when nothing
+        of the namespace is new, DEFERRED when memories wait but a step as long as `last_step` would end past
+        `deadline` (time.monotonic())."""
+        async with self._lock:
+            memories, cursor = await self._records.undigested(namespace, limit=self._config.digest_batch)
+            if cursor is None:
+                return None
+            if memories and deadline is not None and last_step is not None and time.monotonic() + last_step > deadline:
+                return DEFERRED
+            counts["memories_read"] += len(memories)
+            written = await self._step(namespace, memories, cursor, now, counts)
+        if written:
+            self._notify()
+        return len(memories)
+
+    async def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        embed = self._embedder.embed
+        parts = [await embed(texts[i : i + EMBED_CHUNK]) for i in range(0, len(texts), EMBED_CHUNK)]
+        return np.concatenate(parts) if parts else np.zeros((0, self._embedder.dimension), dtype=np.float32)
+
+    async def _step(
+        self, namespace: str, memories: Sequence[Memory], cursor: int, now: datetime, counts: dict[str, Any]
+    ) -> int:
+        """One batch of memories: their statements placed in topics, the grown topics' digests written, the cursor
+        moved, in one transaction. Returns how many digests it wrote."""
+        records, model = self._records, self._embedder.name
+        found = await asyncio.to_thread(_statements, memories)  # regular expressions over a step's text: off the loop
+        counts["statements"] += len(found)
+        if not found:
+            await records.commit_digests(
+                namespace, cursor=cursor, topics=(), digests=(), embedding_model=model, now=now
+            )
+            return 0
+        vectors = await self._embed([statement.text for statement, _ in found])
+        speakers = sorted({statement.speaker for statement, _ in found})
+        stored = await records.digest_topics(namespace, speakers)
+        topics, grown = await asyncio.to_thread(_place, found, vectors, stored, self._config)
+        counts["topics_new"] += sum(1 for t in topics if t.topic_id is None)
+        digests = await self._digests(topics, grown, now)
+        counts["digests_new"] += sum(1 for d in digests if d.new)
+        counts["digests_rewritten"] += sum(1 for d in digests if not d.new)
+        await records.commit_digests(
+            namespace, cursor=cursor, topics=topics, digests=digests, embedding_model=model, now=now
+        )
+        return len(digests)
+
+    async def _digests(
+        self, topics: Sequence[TopicWrite], grown: dict[int, StoredTopic | None], now: datetime
+    ) -> list[DigestWrite]:
+        """The digest memory of every grown topic that now holds enough statements: its text rendered from all of its
+        statements (the stored ones read back) and embedded; keywords and names come from the statements as their
+        speaker said them ("Melanie: ..."), not from the digest's own heading."""
+        wanted = [t for t in topics if t.size >= self._config.digest_min_statements]
+        if not wanted:
+            return []
+        earlier = await self._records.topic_statements([b.topic_id for t in wanted if (b := grown[t.key]) is not None])
+        texts, members = [], []
+        for topic in wanted:
+            before = grown[topic.key]
+            old = [
+                Statement(s.memory_id, topic.speaker, s.at, s.text)
+                for s in (earlier.get(before.topic_id, []) if before else [])
+            ]
+            everything = old + [statement for statement, _ in topic.statements]
+            members.append(everything)
+            texts.append(render(topic.speaker, everything))
+        vectors = await self._embed(texts)
+        sources = await self._records.get_memories(list({s.memory_id for group in members for s in group}))
+        said = [f"{t.speaker}: " + " ".join(s.text for s in group) for t, group in zip(wanted, members, strict=True)]
+        found = await asyncio.to_thread(lambda: [self._extractor.extract(text) for text in said])
+        writes = []
+        for topic, text, vector, group, extraction in zip(wanted, texts, vectors, members, found, strict=True):
+            before = grown[topic.key]
+            known = [sources[s.memory_id] for s in group if s.memory_id in sources]
+            if not known:
+                continue
+            memory = _digest_memory(known, text, extraction.keywords, extraction.entities, now)
+            existing = before.memory_id if before else None
+            if existing is not None:
+                memory = dataclasses.replace(memory, memory_id=MemoryId(existing))
+            writes.append(
+                DigestWrite(
+                    topic.key,
+                    memory,
+                    vector.astype("<f4").tobytes(),
+                    tuple(dict.fromkeys(s.memory_id for s in group)),
+                    existing is None,
+                )
+            )
+        return writes
 
 
 def _statements(memories: Sequence[Memory]) -> list[tuple[Statement, int]]:
@@ -134,55 +270,6 @@ def _place(
             )
             grown[key] = before
     return writes, grown
-
-
-async def _digests(
-    manager: MemoryManager,
-    topics: Sequence[TopicWrite],
-    grown: dict[int, StoredTopic | None],
-    now: datetime,
-) -> list[DigestWrite]:
-    """The digest memory of every grown topic that now holds enough statements: its text rendered from all of its
-    statements (the stored ones read back) and embedded; keywords and names come from the statements as their
-    speaker said them ("Melanie: ..."), not from the digest's own heading."""
-    wanted = [t for t in topics if t.size >= manager.config.sleep.digest_min_statements]
-    if not wanted:
-        return []
-    earlier = await manager.records.topic_statements([b.topic_id for t in wanted if (b := grown[t.key]) is not None])
-    texts, members = [], []
-    for topic in wanted:
-        before = grown[topic.key]
-        old = [
-            Statement(s.memory_id, topic.speaker, s.at, s.text)
-            for s in (earlier.get(before.topic_id, []) if before else [])
-        ]
-        everything = old + [statement for statement, _ in topic.statements]
-        members.append(everything)
-        texts.append(render(topic.speaker, everything))
-    vectors = await _embed(manager, texts)
-    sources = await manager.records.get_memories(list({s.memory_id for group in members for s in group}))
-    said = [f"{t.speaker}: " + " ".join(s.text for s in group) for t, group in zip(wanted, members, strict=True)]
-    found = await asyncio.to_thread(lambda: [manager.extractor.extract(text) for text in said])
-    writes = []
-    for topic, text, vector, group, extraction in zip(wanted, texts, vectors, members, found, strict=True):
-        before = grown[topic.key]
-        known = [sources[s.memory_id] for s in group if s.memory_id in sources]
-        if not known:
-            continue
-        memory = _digest_memory(known, text, extraction.keywords, extraction.entities, now)
-        existing = before.memory_id if before else None
-        if existing is not None:
-            memory = dataclasses.replace(memory, memory_id=MemoryId(existing))
-        writes.append(
-            DigestWrite(
-                topic.key,
-                memory,
-                vector.astype("<f4").tobytes(),
-                tuple(dict.fromkeys(s.memory_id for s in group)),
-                existing is None,
-            )
-        )
-    return writes
 
 
 def _digest_memory(

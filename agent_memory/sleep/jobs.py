@@ -20,7 +20,6 @@ from agent_memory.sleep.assess import run_assess
 from agent_memory.sleep.compress import run_compress
 from agent_memory.sleep.consolidation import run_compaction
 from agent_memory.sleep.decay import run_decay, run_tiering
-from agent_memory.sleep.digests import run_digests
 from agent_memory.sleep.dream import run_dream
 from agent_memory.sleep.forget import run_forgetting
 from agent_memory.sleep.index import run_index
@@ -33,7 +32,7 @@ Job = Callable[..., Awaitable[dict[str, Any]]]
 JOBS: dict[str, Job] = {
     "decay": lambda m, now: run_decay(m.records, now, m.config.decay, m.config.sleep),
     "tier": lambda m, now: run_tiering(m.records, now, m.config.sleep),
-    "digest": run_digests,
+    "digest": lambda m, now: m.digests.run(now),
     "compact": run_compaction,
     "assess": run_assess,
     "reweight": lambda m, now: run_reweight(m.records, now, m.config),

@@ -80,6 +80,17 @@ class DigestQueries:
         kept = [m for m in found if m.generation == 0 and m.status is MemoryStatus.ACTIVE and m.media is Media.TEXT]
         return kept, int(rows[-1][-1])
 
+    async def undigested_count(self) -> int:
+        """How many memories a digest step would read, in every namespace: the active generation-0 text memories
+        after each namespace's cursor (the `memories_namespace_status` index, ranged by rowid)."""
+        rows = await self._fetch(
+            "SELECT coalesce(sum((SELECT count(*) FROM memories AS m WHERE m.namespace = n.namespace "
+            "AND m.status = 'active' AND m.rowid > coalesce(c.last_rowid, 0) AND m.generation = 0 "
+            "AND m.media = 'text')), 0) FROM (SELECT DISTINCT namespace FROM memories) AS n "
+            "LEFT JOIN digest_cursor AS c ON c.namespace = n.namespace"
+        )
+        return int(rows[0][0])
+
     async def digest_topics(self, namespace: str, speakers: Sequence[str]) -> list[StoredTopic]:
         """The topics of these speakers in the namespace, oldest first."""
         if not speakers:

@@ -189,8 +189,10 @@ def test_the_command_line_runs_the_digest_until_done(
 # ----- digests while the store is idle ------------------------------------------------------------------------
 
 
-def _idle(config: Config, *, least: int, delay: timedelta, folder: str) -> Config:
-    sleep = config.sleep.model_copy(update={"digest_idle_min": least, "digest_idle_delay": delay})
+def _idle(config: Config, *, least: int, delay: timedelta, folder: str, batch: int = 500) -> Config:
+    sleep = config.sleep.model_copy(
+        update={"digest_idle_min": least, "digest_idle_delay": delay, "digest_batch": batch}
+    )
     return config.model_copy(update={"sleep": sleep, "data_dir": config.data_dir / folder})
 
 
@@ -206,14 +208,15 @@ async def test_once_enough_memories_wait_an_idle_store_digests_them_as_the_job_w
     config: Config, embedder: Embedder
 ) -> None:
     """An import's digests come once the store is idle, not at the job's next hourly run: the same digests the job
-    makes, and the job then finds nothing new."""
+    makes, in steps of two memories, and once five waited the steps go on past the point where fewer wait, so the
+    job then finds nothing new."""
     async with MemoryManager.open(
         config.model_copy(update={"data_dir": config.data_dir / "job"}), embedder=embedder
     ) as manager:
         await converse(manager, CONVERSATION)
         await run_job(manager, "digest", now=LATER)
         by_the_job = sorted((await digests(manager)).values())
-    eager = _idle(config, least=5, delay=timedelta(milliseconds=200), folder="idle")
+    eager = _idle(config, least=5, delay=timedelta(milliseconds=200), folder="idle", batch=2)
     async with MemoryManager.open(eager, embedder=embedder) as manager:
         await converse(manager, CONVERSATION)
         assert (await manager.stats())["memories_to_digest"] == 7

@@ -75,9 +75,10 @@ class SleepConfig(Section):
     its cursor says where the next run goes on. Short, so a full sleep cycle stays bounded; it runs hourly."""
     digest_idle_min: int = Field(default=100, ge=1)
     """Once this many memories wait for the digest job (an import, a long session), a background task places their
-    statements as soon as the store is idle, instead of at the job's next hourly run: a multi-hop question asked a
-    minute after an import finds its digests (LoCoMo dev, evidence recall at 2,048 tokens +0.025 to +0.028, in every
-    fold; docs/benchmarks.md). Fewer wait for the job, so a live chat's digests are not rewritten at every pause."""
+    statements, and those of any that arrive meanwhile, as soon as the store is idle, instead of at the job's next
+    hourly run: a multi-hop question asked a minute after an import finds its digests (LoCoMo dev, evidence recall
+    at 2,048 tokens +0.025 to +0.028, in every fold; docs/sleep.md). Fewer wait for the job, so a live chat's
+    digests are not rewritten at every pause."""
     digest_idle_delay: timedelta = Field(default=timedelta(seconds=10), ge=timedelta(0))
     """How long no write may be committed and no question asked before that background task steps; it steps back
     when someone writes or asks. Zero turns it off (the job alone writes digests)."""

@@ -52,9 +52,9 @@ def _counts() -> dict[str, Any]:
 
 class Digests:
     """A store's digests, kept by the sleep job `digest` (`run`) and, once `sleep.digest_idle_min` memories wait, by
-    a background task whenever the store is idle (idle_work.py): an import's digests come a few seconds after it
-    ends, not at the job's next hourly run. One step at a time, whichever runs it, so a memory's statements are
-    placed once; the topics are the same whether the memories are read in one step or many."""
+    a background task whenever the store is idle (idle_work.py) until none waits: an import's digests come a few
+    seconds after it ends, not at the job's next hourly run. One step at a time, whichever runs it, so a memory's
+    statements are placed once; the topics are the same whether the memories are read in one step or many."""
 
     def __init__(
         self,
@@ -72,6 +72,7 @@ class Digests:
         self._records, self._embedder, self._extractor, self._config = records, embedder, extractor, config
         self._clock, self._notify = clock, notify
         self._lock = asyncio.Lock()
+        self._draining = False  # enough waited: the background steps go on until nothing does
         self._idle = IdleWork(
             "digests",
             self._idle_step,
@@ -111,9 +112,9 @@ class Digests:
         return counts
 
     async def catch_up(self, now: datetime | None = None) -> dict[str, Any]:
-        """What the background task would do once the store is idle, done now: every step it would take (none when
-        fewer than `sleep.digest_idle_min` memories wait, or the task is off). The benchmarks call it after an
-        import."""
+        """What the background task would do once the store is idle, done now: every step it would take, until
+        nothing waits (none when fewer than `sleep.digest_idle_min` memories wait, or the task is off). The
+        benchmarks call it after an import."""
         counts = _counts()
         if self._config.digest_idle_delay.total_seconds() > 0:
             while await self._idle_step(now, counts) != (0, 0):
@@ -122,15 +123,20 @@ class Digests:
 
     async def _idle_step(self, now: datetime | None = None, counts: dict[str, Any] | None = None) -> tuple[int, int]:
         """One step of the first namespace with memories waiting: (digests written, memories read, at least 1 when
-        only passed-over rows moved the cursor); (0, 0) when fewer than `sleep.digest_idle_min` wait."""
-        if await self.left() < self._config.digest_idle_min:
-            return 0, 0
+        only passed-over rows moved the cursor); (0, 0) when none waits, or fewer than `sleep.digest_idle_min` did
+        when the last steps ended. Once started, the steps go on until nothing waits (an import's last memories
+        are not left for the job), across idle moments if someone writes or asks in between."""
+        if not self._draining:
+            if await self.left() < self._config.digest_idle_min:
+                return 0, 0
+            self._draining = True
         counts = _counts() if counts is None else counts
         written = counts["digests_new"] + counts["digests_rewritten"]
         for namespace in await self._records.memory_namespaces():
             read = await self._next(namespace, now or self._clock(), counts)
             if read is not None:
                 return counts["digests_new"] + counts["digests_rewritten"] - written, max(read, 1)
+        self._draining = False
         return 0, 0
 
     async def _next(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -184,6 +185,29 @@ def test_the_command_line_runs_the_digest_until_done(
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) >= 3 and all(" digest ok " in line for line in lines), lines
     assert '"deferred": true' in lines[0] and '"deferred": false' in lines[-1]
+
+
+def test_an_import_from_the_command_line_ends_with_its_digests_once_enough_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No daemon: the store closes when `ingest` ends, so the command makes the digests an idle store would; under
+    `sleep.digest_idle_min` it says how many memories wait for the job."""
+    sample = str(Path(__file__).resolve().parents[1] / "data" / "sample_conversation.jsonl")
+    few = str(tmp_path / "few")
+    assert main(["--data-dir", few, "ingest", sample]) == 0
+    out = capsys.readouterr().out
+    assert main(["--data-dir", few, "stats", "--json"]) == 0
+    waiting = json.loads(capsys.readouterr().out)["memories_to_digest"]
+    assert 0 < waiting < 100 and f"digests: {waiting} memories wait for the digest job" in out
+    monkeypatch.setenv("AGENT_MEMORY__SLEEP__DIGEST_IDLE_MIN", "5")
+    enough = str(tmp_path / "enough")
+    assert main(["--data-dir", enough, "ingest", sample]) == 0
+    out, err = capsys.readouterr()
+    assert f"gathering the statements of {waiting} memories into digests" in err
+    line = next(x for x in out.splitlines() if x.startswith("digests: "))
+    assert f"in {waiting} memories" in line and " 0 new " not in line, line
+    assert main(["--data-dir", enough, "stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memories_to_digest"] == 0
 
 
 # ----- digests while the store is idle ------------------------------------------------------------------------

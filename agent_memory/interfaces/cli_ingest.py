@@ -20,6 +20,9 @@
   the save decision, SQLite and the projections of one batch overlap the model's passes over the next: +5% on
   LoCoMo dev and on LongMemEval's turns, alternated (docs/benchmarks.md). A batch over MAX_PREPARED_TEXTS turns is
   not prepared.
+- **Digests at the end.** Opened here (no daemon), the store is closed when the command ends, so the digests an
+  idle store makes of an import (`sleep.digest_idle_min` memories waiting or more: sleep/digests.py) are made
+  before it does, and a line says what they were; through a daemon, the daemon makes them once it is idle.
 """
 
 from __future__ import annotations
@@ -123,8 +126,30 @@ async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
                         raise
                     tally.batch_ended(time.perf_counter(), wrote=tally.written > written)
                     progress.update(len(batch), tally)
-    sys.stdout.write(summary(tally, config, time.perf_counter() - started) + "\n")
+        sys.stdout.write(summary(tally, config, time.perf_counter() - started) + "\n")
+        if isinstance(store, LocalStore):  # a daemon digests the import once it is idle; this process ends now
+            sys.stdout.write(await _digested(store))
     return 0
+
+
+async def _digested(store: LocalStore) -> str:
+    """The digests an idle store would make of the import (sleep/digests.py), made before the process ends, and a
+    line that says so; under `sleep.digest_idle_min` memories waiting (or with the idle digests off) the hourly job
+    or `agent-memory digest` gathers them, and the line says how many wait."""
+    digests, started = store.manager.digests, time.perf_counter()
+    waiting = await digests.left()
+    if not waiting:
+        return ""
+    sleep = store.manager.config.sleep
+    if waiting < sleep.digest_idle_min or not sleep.digest_idle_delay:
+        return f"digests: {waiting} memories wait for the digest job (`agent-memory digest`)\n"
+    sys.stderr.write(f"ingest: gathering the statements of {waiting} memories into digests\n")
+    counts = await digests.catch_up()
+    return (
+        f"digests: {counts['digests_new']} new and {counts['digests_rewritten']} rewritten from "
+        f"{counts['statements']} statements in {counts['memories_read']} memories, "
+        f"in {time.perf_counter() - started:.1f} s\n"
+    )
 
 
 class Prepares(Protocol):

@@ -104,7 +104,7 @@ class Digests:
                 read = await self._next(namespace, now, counts, deadline=deadline, last_step=last_step)
                 if read is None:
                     break
-                if read is DEFERRED:  # another step would end past the budget: the next run goes on
+                if read == DEFERRED:  # another step would end past the budget: the next run goes on
                     counts["deferred"] = True
                     return counts
                 if read:  # rows passed over (digests, images) only move the cursor: no step to judge by

@@ -102,13 +102,13 @@ def turns_for(dataset: str, path: Path, namespaces: set[str] | None = None) -> I
 @dataclass(frozen=True)
 class Filled:
     """What `fill` did: turns written now and turns the store had, the ingest's seconds, each long turn's chunk
-    count, and the seconds the vectors left for later took."""
+    count, and the seconds the idle work left for later took (do_idle_work)."""
 
     turns: int
     reused: int
     seconds: float
     long_turns: list[int] = field(default_factory=list)
-    vector_seconds: float = 0.0
+    idle_seconds: float = 0.0
 
 
 async def fill(
@@ -120,7 +120,7 @@ async def fill(
     progress: Callable[[str], None] = lambda _: None,
 ) -> Filled:
     """Every turn of `namespaces` in `data` the store does not hold yet, ingested (`ingest`, its progress lines
-    included), then the vectors left for later caught up; each step said to `progress`."""
+    included), then the idle work it left done (do_idle_work); each step said to `progress`."""
     present = {ns: await manager.records.turn_keys(ns) for ns in namespaces}
     reused = sum(map(len, present.values()))
     total = await asyncio.to_thread(_count_fresh, dataset, data, namespaces, present)
@@ -132,9 +132,9 @@ async def fill(
     progress(f"ingested {turns} turns in {seconds:.1f} s ({turns / max(seconds, 1e-9):.0f} turns/s)")
     if long_turns:
         progress(f"{len(long_turns)} long turns (over max_content_bytes) split into {sum(long_turns)} chunks")
-    vector_seconds = await do_idle_work(manager)
-    progress(f"idle work left for later (vector upgrade, context vectors, digests) done in {vector_seconds:.1f} s")
-    return Filled(turns, reused, seconds, long_turns, vector_seconds)
+    idle_seconds = await do_idle_work(manager)
+    progress(f"idle work left for later (vector upgrade, context vectors, digests) done in {idle_seconds:.1f} s")
+    return Filled(turns, reused, seconds, long_turns, idle_seconds)
 
 
 def _present(turn: TurnInput, present: dict[str, set[tuple[str, int]]]) -> bool:

@@ -273,7 +273,7 @@ async def run_bench(
         "turns": filled.turns + filled.reused,
         "ingest_seconds": round(filled.seconds, 2),
         "long_turns": {"turns": len(filled.long_turns), "chunks": sum(filled.long_turns)},
-        "context_vector_seconds": round(filled.vector_seconds, 2),
+        "idle_work_seconds": round(filled.idle_seconds, 2),  # vector upgrade, context vectors, digests
         "token_counter": manager.token_counter.name,
         "retrieval_config": base.model_dump(mode="json"),
         "save": await _saved(manager),

@@ -22,7 +22,7 @@
   not prepared.
 - **Digests at the end.** Opened here (no daemon), the store is closed when the command ends, so the digests an
   idle store makes of an import (`sleep.digest_idle_min` memories waiting or more: sleep/digests.py) are made
-  before it does, and a line says what they were; through a daemon, the daemon makes them once it is idle.
+  before it does, and a line on stdout says what they were; through a daemon, the daemon makes them once idle.
 """
 
 from __future__ import annotations
@@ -134,15 +134,13 @@ async def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
 
 async def _digested(store: LocalStore) -> str:
     """The digests an idle store would make of the import (sleep/digests.py), made before the process ends, and a
-    line that says so; under `sleep.digest_idle_min` memories waiting (or with the idle digests off) the hourly job
-    or `agent-memory digest` gathers them, and the line says how many wait."""
+    line that says what they were; nothing under `sleep.digest_idle_min` memories waiting (or with the idle digests
+    off): the digest job gathers those (`memories_to_digest` in `stats` counts them)."""
     digests, started = store.manager.digests, time.perf_counter()
     waiting = await digests.left()
-    if not waiting:
-        return ""
     sleep = store.manager.config.sleep
     if waiting < sleep.digest_idle_min or not sleep.digest_idle_delay:
-        return f"digests: {waiting} memories wait for the digest job (`agent-memory digest`)\n"
+        return ""
     sys.stderr.write(f"ingest: gathering the statements of {waiting} memories into digests\n")
     counts = await digests.catch_up()
     return (

@@ -9,7 +9,9 @@ With --baseline-dir OTHER, two stores of the same data are compared instead (say
 AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION=float32 and one with int8): each asked with the shipped defaults,
 DIR's per-question figures against OTHER's, per fold and with the same paired, clustered bootstrap. A store is
 asked as a daemon leaves it after a pause: its int8 document vectors are first made again in float32 (in place,
-vector_upgrade.py) unless AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION=int8 or ..._UPGRADE_VECTORS=false is set.
+vector_upgrade.py) unless AGENT_MEMORY__EMBEDDING__DOCUMENT_PRECISION=int8 or ..._UPGRADE_VECTORS=false is set, and
+the digests an idle store makes are made (in place, sleep/digests.py) unless AGENT_MEMORY__SLEEP__DIGEST_IDLE_DELAY
+is PT0S.
 
 With --apart, DIR (every conversation or haystack a namespace of one store, as the harness fills it) is compared
 with a fresh store for each conversation alone, as a user's store holds one history: what sharing a store adds to
@@ -17,8 +19,9 @@ the figures. LongMemEval dev takes about 15 minutes here (49 stores).
 
 With --sleep-variant NAME=key:value (settings of [sleep]), each variant is a copy of DIR after the sleep jobs
 --sleep-jobs names (digest by default; 'cycle' for the whole sleep cycle) ran at the time of the last question,
-compared with DIR as ingested; the shipped sleep settings are always one of them. --without-job JOB adds a variant
-running those jobs but JOB, and a second comparison against all of them: what each job adds to the others. On
+each copy first given the digests an idle store makes (by the variant's settings), compared with DIR as ingested
+(asked without them); the shipped sleep settings are always one of them. --without-job JOB adds a variant running
+those jobs but JOB (without digest: no idle digests either), and a second comparison against all of them: what each job adds to the others. On
 LoCoMo the report then also says, for each conversation left out, which variant the other two pick and what it
 scores on the one left out. DIR is not changed.
 """

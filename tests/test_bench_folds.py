@@ -62,6 +62,8 @@ def test_each_job_left_out_is_one_more_copy_running_the_others_with_the_shipped_
     }
     with pytest.raises(ValueError, match=r"cannot leave out \['dream'\]: the jobs run are \['digest'\]"):
         sleep_runs(variants, ["digest"], ["dream"])
+    without = sleep_runs(variants, ["compact", "digest"], ["digest"])["without digest"]
+    assert without == (["compact"], {"digest_idle_delay": "PT0S"})  # no digests: the idle store's neither
 
 
 def test_a_sleep_variant_is_checked_against_the_sleep_settings() -> None:

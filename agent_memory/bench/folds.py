@@ -15,7 +15,8 @@ conversation (or haystack) in a namespace of one store, and a user's store holds
 store for each conversation alone and compares, question by question, with DIR.
 
 `after_sleep` judges the settings of a sleep job (the digests' similarity and size, say) the same way: each
-variant on a copy of DIR after the job ran, against DIR as ingested, and `loco_choice` says which variant the two
+variant on a copy of DIR given an idle store's digests (by the variant's settings) and then the job, against DIR as
+ingested before them, and `loco_choice` says which variant the two
 other conversations would pick for each held-out one, and what that pick scores there.
 """
 
@@ -44,11 +45,20 @@ from agent_memory.sleep.jobs import run_job
 
 
 async def figures(
-    data_dir: Path, dataset: str, data: Path, variants: Mapping[str, Mapping[str, Any]], *, budget: int = 2048
+    data_dir: Path,
+    dataset: str,
+    data: Path,
+    variants: Mapping[str, Mapping[str, Any]],
+    *,
+    budget: int = 2048,
+    idle_digests: bool = True,
 ) -> dict[str, dict[str, Rows]]:
-    """variant -> metric ("recall", "mrr") -> conversation -> per-question figures (headline categories only)."""
+    """variant -> metric ("recall", "mrr") -> conversation -> per-question figures (headline categories only). The
+    store is asked once its idle work is done, in place, as a daemon leaves it; `idle_digests=False` leaves out the
+    digests an idle store makes (DIR as ingested, against which `after_sleep` judges the digest settings)."""
     questions = limited(QUESTIONS[dataset](data), None)
-    config = load_config(data_dir=str(data_dir), save__keep_all=True, image__enabled=False)
+    idle: dict[str, Any] = {} if idle_digests else {"sleep__digest_idle_delay": "PT0S"}
+    config = load_config(data_dir=str(data_dir), save__keep_all=True, image__enabled=False, **idle)
     out: dict[str, dict[str, Rows]] = {}
     async with MemoryManager.open(config) as manager:
         await do_idle_work(manager)  # what a daemon makes while idle: int8 vectors upgraded, context vectors, digests
@@ -120,16 +130,18 @@ async def after_sleep(
     without: Sequence[str] = (),
     budget: int = 2048,
 ) -> dict[str, dict[str, Rows]]:
-    """DIR asked as it is (AS_INGESTED) and, for each variant of the sleep settings, a copy of DIR after `jobs` ran
-    in their order at the time of the last question, each asked with the shipped retrieval defaults, in figures()'s
-    shape. For each job in `without`, one more variant "without JOB": the shipped settings, `jobs` but that one. A
+    """DIR asked as it is (AS_INGESTED: before an idle store's digests) and, for each variant of the sleep settings,
+    a copy of DIR given the idle work a daemon does (the digests by the variant's settings, unless the variant turns
+    them off) and then `jobs` in their order at the time of the last question, each asked with the shipped retrieval
+    defaults, in figures()'s shape. For each job in `without`, one more variant "without JOB": the shipped settings, `jobs` but that one. A
     job that stops at its time budget runs again until it has caught up, as the daemon's next runs would
     (lifecycle.CATCH_UP_JOBS), before the next job starts; a job that fails stops the comparison with its error.
     DIR itself is never changed; each copy is made beside it and removed once asked."""
     runs = sleep_runs(variants, jobs, without)
     questions = limited(QUESTIONS[dataset](data), None)
     now = max(q.asked_at for q in questions)
-    out = {AS_INGESTED: (await figures(data_dir, dataset, data, {AS_INGESTED: {}}, budget=budget))[AS_INGESTED]}
+    as_ingested = await figures(data_dir, dataset, data, {AS_INGESTED: {}}, budget=budget, idle_digests=False)
+    out = {AS_INGESTED: as_ingested[AS_INGESTED]}
     for name, (jobs_run, changes) in runs.items():
         with tempfile.TemporaryDirectory(prefix="agent-memory-sleep-", dir=data_dir.parent) as folder:
             copy = Path(folder) / "store"
@@ -161,7 +173,8 @@ def sleep_runs(
     if missing:
         raise ValueError(f"cannot leave out {missing}: the jobs run are {list(jobs)}")
     runs: dict[str, tuple[list[str], Mapping[str, Any]]] = {name: (list(jobs), c) for name, c in variants.items()}
-    return runs | {f"without {job}": ([j for j in jobs if j != job], {}) for job in without}
+    off = {"digest": {"digest_idle_delay": "PT0S"}}  # without the digest job, no idle store's digests either
+    return runs | {f"without {job}": ([j for j in jobs if j != job], off.get(job, {})) for job in without}
 
 
 def loco_choice(results: Mapping[str, Mapping[str, Rows]], baseline: str, metric: str = "recall") -> dict[str, Any]:

@@ -245,7 +245,7 @@ async def test_once_enough_memories_wait_an_idle_store_digests_them_as_the_job_w
     async with MemoryManager.open(eager, embedder=embedder) as manager:
         await converse(manager, CONVERSATION)
         assert (await manager.stats())["memories_to_digest"] == 7
-        for _ in range(200):
+        for _ in range(600):  # up to 30 s on a loaded machine; about 1 s here
             if len(await digests(manager)) == 2:
                 break
             await asyncio.sleep(0.05)

@@ -251,6 +251,10 @@ class MemoryManager(ReadPath):
             records, self.journal, self.embedder, config.embedding, clock=clock, notify=notify
         )
         self.retrieval_log = RetrievalLog(records, self.embedder.embed_query, delay=config.retrieval.record_delay)
+
+        def activity() -> int:  # grows with every write and every question: the idle work below yields to both
+            return records.commits + self.retrieval_log.added
+
         self.vector_upgrade = VectorUpgrade(
             records,
             self.journal,
@@ -258,7 +262,7 @@ class MemoryManager(ReadPath):
             config.embedding,
             clock=clock,
             notify=notify,
-            activity=lambda: records.commits + self.retrieval_log.added,  # it yields to writes and to questions
+            activity=activity,
         )
         self.entity_refresh = EntityRefresh(
             records,
@@ -266,7 +270,7 @@ class MemoryManager(ReadPath):
             config.extraction,
             clock=clock,
             notify=notify,
-            activity=lambda: records.commits + self.retrieval_log.added,
+            activity=activity,
         )
         self.digests = Digests(
             records,
@@ -275,7 +279,7 @@ class MemoryManager(ReadPath):
             config.sleep,
             clock=clock,
             notify=notify,
-            activity=lambda: records.commits + self.retrieval_log.added,
+            activity=activity,
         )
         self._reader = Recall(
             records=records,

@@ -34,12 +34,7 @@ from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
 from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import ModelError, StorageError
-from agent_memory.models import (
-    EmotionalContext,
-    Memory,
-    MemoryStatus,
-    Revision,
-)
+from agent_memory.models import EmotionalContext, Memory, MemoryStatus, Revision
 from agent_memory.projection_models import Between, GraphStep, VectorHit
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.grep import RipgrepJournalSearch

@@ -64,6 +64,7 @@ from agent_memory.retrieval_log import RetrievalLog
 from agent_memory.revisions import Revisions
 from agent_memory.save_decider import SaveDecider
 from agent_memory.sleep.digests import Digests
+from agent_memory.speakers import TranscriptSpeakers
 from agent_memory.storage.base import GraphStore, VectorStore
 from agent_memory.storage.graph import KuzuGraph
 from agent_memory.storage.grep import RipgrepJournalSearch
@@ -281,6 +282,7 @@ class MemoryManager(ReadPath):
             notify=notify,
             activity=activity,
         )
+        speakers = TranscriptSpeakers(records)
         self._reader = Recall(
             records=records,
             vectors=self.vectors,
@@ -290,6 +292,7 @@ class MemoryManager(ReadPath):
             images=self.images.on,
             recent=self.write_path.last_vector.recent,
             embedded=self.write_path.offer_question,  # a question is often the next user turn
+            speakers=speakers,
         )
         self.recovery = LogRecovery(self.journal, records, index=self._index_logged, clock=clock)
         self.revisions = Revisions(
@@ -303,6 +306,11 @@ class MemoryManager(ReadPath):
         )
         found_by = make_fact_extractor(config.facts, self.llm)  # the rules, or the LLM over them
         self._facts = Facts(records, multi_valued=config.facts.multi_valued, clock=clock, extractor=found_by)
+
+        def drop_caches() -> None:  # an erase leaves no cache of what it took: recent turns, the speakers' counts
+            self.write_path.drop_caches()
+            speakers.drop()
+
         self.eraser = Eraser(
             records,
             self.journal,
@@ -310,7 +318,7 @@ class MemoryManager(ReadPath):
             self.vectors,
             drain=self.projector.drain,
             flush_retrievals=self.retrieval_log.flush,
-            drop_caches=self.write_path.drop_caches,
+            drop_caches=drop_caches,
             embed=self.embedder.embed,
             extract=self.extractor.extract,
             min_statements=config.sleep.digest_min_statements,

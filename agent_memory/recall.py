@@ -29,6 +29,7 @@ from agent_memory.cognition.ranking import (
     seeds_of,
 )
 from agent_memory.cognition.retrieval import query_words
+from agent_memory.cognition.speakers import named, without_names
 from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
@@ -36,6 +37,7 @@ from agent_memory.embeddings.visual import ClipEmbedder
 from agent_memory.errors import ModelError, StorageError
 from agent_memory.models import EmotionalContext, Memory, MemoryStatus, Revision
 from agent_memory.projection_models import Between, GraphStep, VectorHit
+from agent_memory.speakers import TranscriptSpeakers
 from agent_memory.storage.base import VectorStore
 from agent_memory.storage.grep import RipgrepJournalSearch
 from agent_memory.storage.outbox import CONTEXT, IMAGE, TEXT
@@ -88,8 +90,10 @@ class Recall:
         images: Callable[[], Awaitable[ClipEmbedder | None]] | None = None,
         recent: Callable[[str], np.ndarray | None] | None = None,
         embedded: Callable[[str, np.ndarray], None] | None = None,
+        speakers: TranscriptSpeakers | None = None,
     ) -> None:
         self.records, self.vectors = records, vectors
+        self.speakers = speakers  # each namespace's transcript speakers, when questions may be read for them
         self.embedder, self.grep, self.config = embedder, grep, config
         self.images = images  # the image embedder, once image memory is known to be on (None when it is off)
         self._images_known: dict[str, tuple[int, bool]] = {}  # namespace -> (records.commits, has images)
@@ -112,9 +116,11 @@ class Recall:
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
         embedded: dict[str, np.ndarray] = {}
+        names = await self._speakers_named(query, config)
+        embeds = without_names(query.text, names) if config.neutral_speakers else query.text
         rows = _Rows(self.records, overlay)
         try:
-            rankings = await self._layers(reading, query.text, query, window, timings, embedded, rows)
+            rankings = await self._layers(reading, embeds, query, window, timings, embedded, rows)
             weights = layer_weights(config)
             if query.as_of is not None:  # what was current then, superseded since, is weighed beside the rest
                 rankings = await self._with_superseded(rankings, query, embedded)
@@ -136,7 +142,8 @@ class Recall:
         finally:
             rows.cancel()
         words = reading.words
-        signals = Signals(query.now, query.mood, window, prefers_assistant(query.text), words)
+        speaker = names[0] if len(names) == 1 else ""
+        signals = Signals(query.now, query.mood, window, prefers_assistant(query.text), words, speaker)
         started = time.perf_counter()
         ranking = partial(rank, rankings, steps, memories, signals, config=config, decay=self.config.decay, fused=fused)
         ranked = ranking() if len(memories) <= RANKED_ON_THE_LOOP else await asyncio.to_thread(ranking)
@@ -145,6 +152,15 @@ class Recall:
         searched = config.semantic_weight > 0 and bool(query.text.strip())
         best = semantic[0][1] if semantic else (0.0 if searched else None)
         return Recalled(ranked, parsed, window, timings, best, words, embedded.get("text"))
+
+    async def _speakers_named(self, query: Query, config: RetrievalConfig) -> tuple[str, ...]:
+        """The namespace's transcript speakers the query names (cognition/speakers.py); () when none, or when
+        neither setting that reads them is on."""
+        if self.speakers is None or not query.text.strip():
+            return ()
+        if not config.neutral_speakers and config.speaker_weight <= 0:
+            return ()
+        return named(query.text, await self.speakers.of(query.namespace))
 
     async def _with_superseded(
         self, rankings: dict[str, Hits], query: Query, embedded: Mapping[str, np.ndarray]
@@ -185,7 +201,7 @@ class Recall:
         `reading` holds the query's words without the time phrase the time layer took, for the keyword layer, and
         grep's terms: the year in "what did I buy in February 2024?" names a window of event times, and grep would
         only find turns that say "2024" (every grep of a year also made rg check every line's timestamp). `full` is
-        embedded whole."""
+        embedded whole: the query, in a transcript without its speakers' names (`retrieval.neutral_speakers`)."""
         config = self.settings(query)
         limit = query.limit or config.candidate_limit
         jobs: list[Awaitable[dict[str, Hits]]] = [self._image_layer(query, limit, timings)]

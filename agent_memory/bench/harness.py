@@ -42,6 +42,7 @@ ALONE_OFF: dict[str, Any] = {  # everything beside one search layer switched off
     "graph_weight": 0.0,
     "session_weight": 0.0,
     "user_weight": 0.0,
+    "speaker_weight": 0.0,
     "mood_weight": 0.0,
     "decay_weight": 0.0,
 }
@@ -218,6 +219,7 @@ ABLATIONS: list[tuple[str, dict[str, Any]]] = [
     ("+ graph", {}),
     ("+ session fusion", {}),
     ("+ role", {}),
+    ("+ speaker", {}),
     ("+ mood", {}),
     ("+ decay (all signals)", {}),
 ]
@@ -226,6 +228,7 @@ _LATER = {  # what each step of the ladder turns on; everything after a step is 
     "+ graph": ["graph_weight"],
     "+ session fusion": ["session_weight"],
     "+ role": ["user_weight"],
+    "+ speaker": ["speaker_weight"],
     "+ mood": ["mood_weight"],
     "+ decay (all signals)": ["decay_weight"],
 }
@@ -233,7 +236,14 @@ _LATER = {  # what each step of the ladder turns on; everything after a step is 
 
 def ablation_configs(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     """Each layer alone, then each signal added in turn, ending at the shipped configuration."""
-    off = {"graph_weight": 0.0, "session_weight": 0.0, "user_weight": 0.0, "mood_weight": 0.0, "decay_weight": 0.0}
+    off = {
+        "graph_weight": 0.0,
+        "session_weight": 0.0,
+        "user_weight": 0.0,
+        "speaker_weight": 0.0,
+        "mood_weight": 0.0,
+        "decay_weight": 0.0,
+    }
     configs = []
     switched_on: list[str] = []
     for name, changes in ABLATIONS:

@@ -28,6 +28,8 @@ from agent_memory.models import Role
 
 _IMAGE_NOTE = re.compile(r"\s*\[image: [^\]]*\]\s*$")
 THE_USER = "the user"
+OPENING = ", in their own words:\n"
+"""What follows the speaker's name at the head of a digest (cognition/speakers.py reads who said it from it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,4 +113,4 @@ def render(speaker: str, members: Sequence[Statement]) -> str:
         if said not in shown:
             shown.add(said)
             lines.append(f"- {statement.at:%Y-%m-%d}: {statement.text}")
-    return f"{speaker[0].upper()}{speaker[1:]}, in their own words:\n" + "\n".join(lines)
+    return f"{speaker[0].upper()}{speaker[1:]}{OPENING}" + "\n".join(lines)

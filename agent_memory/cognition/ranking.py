@@ -4,7 +4,7 @@ results come out. No I/O here, and time is an argument, so every weight can be t
 score = weighted RRF over the search layers
       + graph: a neighbour's share of its seed's score, halved per further hop
       + session: the mean of the best fused scores in the memory's session
-      then * mood congruence * decay * time window * role
+      then * mood congruence * decay * time window * role * speaker
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agent_memory.cognition.evidence import weigh_keyword_evidence
+from agent_memory.cognition.speakers import said_by
 from agent_memory.cognition.timewords import TimeWindow
 from agent_memory.config import DecayConfig, RetrievalConfig
 from agent_memory.models import (
@@ -43,6 +44,7 @@ class Signals:
     window: TimeWindow | None = None
     prefer_assistant: bool = False
     words: tuple[str, ...] = ()  # the query's content words, as the keyword layer searched them
+    speaker: str = ""  # the one transcript speaker the query names (cognition/speakers.py), or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +245,8 @@ def _weigh(
     if config.user_weight > 0 and memory.role is not None and memory.media is Media.TEXT:
         favoured = Role.ASSISTANT if signals.prefer_assistant else Role.USER
         factors["role"] = 1.0 + config.user_weight if memory.role is favoured else 1.0
+    if signals.speaker and config.speaker_weight > 0 and said_by(memory.content) == signals.speaker:
+        factors["speaker"] = 1.0 + config.speaker_weight
     for name, factor in factors.items():
         hits[name] = LayerHit(name, 0, factor)
         score *= factor

@@ -67,6 +67,14 @@ class RetrievalConfig(Section):
     locality_max_chars: int = Field(default=600, ge=0)
     """Session lift and neighbour hops apply to memories up to this long: on long turns they spend the budget on
     filler (measured on LongMemEval)."""
+    speaker_weight: float = Field(default=0.6, ge=0.0)
+    """In a transcript (memories that open with their speaker's name, "Melanie: ..."), a question that names one of
+    its speakers lifts what that speaker said, turns and digests, to score * (1 + speaker_weight); 0 turns it off.
+    A namespace without such labels (a user's own turns, notes) is ranked as before (cognition/speakers.py)."""
+    neutral_speakers: bool = True
+    """In a transcript, the vector layers embed a question without the names of its speakers: a speaker's name is in
+    most memories (their own label, the others' "Thanks, Melanie!"), and embedded it draws them all, whatever they
+    are about. Who the question asks about is then weighed by `speaker_weight`; the keyword layer keeps the name."""
     mood_weight: float = Field(default=0.1, ge=0.0)
     """How much a memory whose valence and arousal match the query's emotional context is lifted."""
     decay_weight: float = Field(default=0.0, ge=0.0, le=1.0)

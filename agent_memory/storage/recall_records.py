@@ -257,6 +257,16 @@ class RecallQueries:
             return any_of(terms), 1, weights
         return f"({any_of(rare)}) AND ({any_of(rare)} OR {any_of(common)} OR {any_of(common)})", 2, weights
 
+    async def openings_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        """(rowid, namespace, first 80 characters) of up to `limit` turn memories stored after `rowid`, oldest first:
+        where a transcript's speaker label is (speakers.py). A seek on the rowid, so only what is new is read."""
+        rows = await self._fetch(
+            "SELECT rowid, namespace, substr(content, 1, 80) FROM memories WHERE rowid > ? AND generation = 0 "
+            "ORDER BY rowid LIMIT ?",
+            (rowid, limit),
+        )
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
     async def has_images(self, namespace: str) -> bool:
         """Whether the namespace holds an active image memory (a partial index answers it)."""
         rows = await self._fetch(

@@ -1,0 +1,64 @@
+"""Who a question is about, in a namespace whose memories are a transcript ("Melanie: I signed up for pottery").
+
+In a transcript every memory opens with its speaker's name and the other speakers address them by it ("Thanks,
+Melanie!"), so a speaker's name is in most of the namespace's memories. In a question it then says who, not what:
+embedded with the question, the name draws every memory that holds it, whatever it is about ("What activities does
+Melanie partake in?" ranked "Caroline: Yep, Melanie! Being ourselves is such a great feeling" first). So the vector
+layers embed the question without the speakers' names (`without_names`), and the ranking lifts what the one speaker
+it names said (`said_by`, `retrieval.speaker_weight`). The keyword layer keeps every word: BM25 already gives a name
+held by most memories almost no weight.
+
+A label counts as a speaker only in a transcript: at least two labels each open `MIN_SHARE` of the namespace's
+memories (and `MIN_MEMORIES`), so a store of notes that often open with "Note:" has none, and a store of a user's
+own turns (no labels) is ranked as it always was. Pure: the counts come from storage (speakers.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from agent_memory.cognition.digest import OPENING
+from agent_memory.cognition.salience import speaker_label
+
+MIN_SHARE = 0.05
+"""A label opens at least this share of a namespace's memories to be one of its transcript's speakers."""
+MIN_MEMORIES = 3
+MIN_SPEAKERS = 2
+"""A transcript is a conversation: with one frequent label only, the label names no one in particular."""
+_WORDS = re.compile(r"\w")
+
+
+def transcript_speakers(labels: Mapping[str, int], memories: int) -> tuple[str, ...]:
+    """The labels (label -> memories it opens) that are a transcript's speakers, most frequent first; none unless
+    MIN_SPEAKERS labels each open MIN_SHARE of the `memories` (and MIN_MEMORIES)."""
+    least = max(MIN_MEMORIES, MIN_SHARE * memories)
+    frequent = sorted((label for label, count in labels.items() if label and count >= least), key=lambda s: -labels[s])
+    return tuple(frequent) if len(frequent) >= MIN_SPEAKERS else ()
+
+
+def _name_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"\s*\b{re.escape(name)}(?:['’]s)?\b")
+
+
+def named(question: str, speakers: Sequence[str]) -> tuple[str, ...]:
+    """The speakers `question` names (the whole name, case as written; "Melanie's" names Melanie)."""
+    return tuple(name for name in speakers if _name_pattern(name).search(question))
+
+
+def without_names(question: str, names: Sequence[str]) -> str:
+    """`question` without `names` (and their possessive), spaces tidied: "What activities does Melanie partake in?"
+    -> "What activities does partake in?". A question that would keep no word is returned as it is."""
+    text = question
+    for name in names:
+        text = _name_pattern(name).sub("", text)
+    text = " ".join(text.split())
+    return text if _WORDS.search(text) and text != " ".join(question.split()) else question
+
+
+def said_by(content: str) -> str:
+    """Who said a memory: its transcript label ("Melanie" for "Melanie: ..." or a merge's "[6 Jul] Melanie: ..."),
+    a digest's speaker ("Melanie, in their own words: ..."), or ""."""
+    if (cut := content.find(OPENING)) > 0 and "\n" not in content[:cut]:
+        return content[:cut]
+    return speaker_label(content)

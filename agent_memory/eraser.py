@@ -225,7 +225,7 @@ class Eraser:
             await self._journal.erase(closure.places, erase_id)
             steps.done("log")
             await self._store.purge(erase_id, closure, rewrites, self._clock(), followers)
-            self._drop_caches()  # the write path's caches of recent turns' words and vectors
+            self._drop_caches()  # every cache of what went: recent turns' words and vectors, the speakers' counts
             steps.done("sqlite")
         await asyncio.to_thread(self._remove_images, closure.images, await self._records.media_paths())
         await self._drain()

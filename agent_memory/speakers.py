@@ -29,6 +29,7 @@ class TranscriptSpeakers:
     def __init__(self, records: SqliteRecords) -> None:
         self._records = records
         self._labels: dict[str, Counter[str]] = {}  # namespace -> label -> turn memories it opens ("" for none)
+        self._speakers: dict[str, tuple[str, ...]] = {}  # namespace -> its speakers, until the counts change
         self._after = 0  # turn memories up to this rowid are counted
         self._seen = -1  # records.commits when they were
         self._epoch = 0  # drop() counts up, so a read under way when it came does not keep what it read
@@ -38,12 +39,16 @@ class TranscriptSpeakers:
         """The namespace's transcript speakers, most frequent first; () when its memories are not a transcript."""
         if self._records.commits != self._seen:
             await self._catch_up()
+        if (known := self._speakers.get(namespace)) is not None:
+            return known
         labels = self._labels.get(namespace)
-        return transcript_speakers(labels, sum(labels.values())) if labels else ()
+        found = self._speakers[namespace] = transcript_speakers(labels, sum(labels.values())) if labels else ()
+        return found
 
     def drop(self) -> None:
         """Forget every count: an erase removed memories, and they must not be counted (nor their speakers known)."""
         self._labels.clear()
+        self._speakers.clear()
         self._after, self._seen, self._epoch = 0, -1, self._epoch + 1
 
     async def _catch_up(self) -> None:
@@ -58,6 +63,7 @@ class TranscriptSpeakers:
                     return
                 for namespace, labels in counted.items():
                     self._labels.setdefault(namespace, Counter()).update(labels)
+                    self._speakers.pop(namespace, None)
                 if rows:
                     self._after = rows[-1][0]
                 if len(rows) < BATCH:

@@ -51,6 +51,9 @@ def test_a_question_names_a_speaker_by_the_whole_name() -> None:
     assert named("What do Melanie's kids like?", speakers) == ("Melanie",)
     assert named("What did Caroline and Melanie both paint?", speakers) == speakers
     assert named("What do Melanies like?", speakers) == () and named("what does melanie like?", speakers) == ()
+    common = ("Will", "Melanie")  # a name that is also a word people write in lower case, where it opens a sentence
+    assert named("Will Caroline visit?", common) == () and named("Did she ask? Will it rain?", common) == ()
+    assert named("What did Will say?", common) == ("Will",) and named("Melanie: will Will come?", common) == common
 
 
 def test_the_vector_layers_question_leaves_the_names_out() -> None:

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from agent_memory.cognition.digest import OPENING
+from agent_memory.cognition.extraction import common_words
 from agent_memory.cognition.salience import speaker_label
 
 MIN_SHARE = 0.05
@@ -27,6 +28,7 @@ MIN_MEMORIES = 3
 MIN_SPEAKERS = 2
 """A transcript is a conversation: with one frequent label only, the label names no one in particular."""
 _WORDS = re.compile(r"\w")
+_BEFORE_A_WORD = frozenset(" \t\n\"'“‘(")
 
 
 def transcript_speakers(labels: Mapping[str, int], memories: int) -> tuple[str, ...]:
@@ -42,8 +44,22 @@ def _name_pattern(name: str) -> re.Pattern[str]:
 
 
 def named(question: str, speakers: Sequence[str]) -> tuple[str, ...]:
-    """The speakers `question` names (the whole name, case as written; "Melanie's" names Melanie)."""
-    return tuple(name for name in speakers if _name_pattern(name).search(question))
+    """The speakers `question` names (the whole name, case as written; "Melanie's" names Melanie). A name that is
+    also a word people write in lower case does not count where it opens a sentence ("Will I see her?" names no
+    Will), as the entity extractor reads it (extraction.common_words)."""
+    return tuple(
+        name
+        for name in speakers
+        if any(_names(question, found, name) for found in _name_pattern(name).finditer(question))
+    )
+
+
+def _names(question: str, found: re.Match[str], name: str) -> bool:
+    at = found.start() + len(found.group(0)) - len(found.group(0).lstrip())
+    while at > 0 and question[at - 1] in _BEFORE_A_WORD:
+        at -= 1
+    opens = at == 0 or question[at - 1] in ".!?:"
+    return not opens or name.casefold() not in common_words()
 
 
 def without_names(question: str, names: Sequence[str]) -> str:

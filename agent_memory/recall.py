@@ -29,7 +29,7 @@ from agent_memory.cognition.ranking import (
     seeds_of,
 )
 from agent_memory.cognition.retrieval import query_words
-from agent_memory.cognition.speakers import named, without_names
+from agent_memory.cognition.speakers import without_names
 from agent_memory.cognition.timewords import EventAnchor, TimeQuery, TimeWindow
 from agent_memory.config import Config, RetrievalConfig
 from agent_memory.embeddings.text import Embedder
@@ -116,7 +116,8 @@ class Recall:
         if window is None and parsed.anchor is not None:
             window = await self._resolve(parsed.anchor, query)
         embedded: dict[str, np.ndarray] = {}
-        names = await self._speakers_named(query, config)
+        reads = config.neutral_speakers or config.speaker_weight > 0  # who a transcript's question names
+        names = await self.speakers.named(query.namespace, query.text) if self.speakers and reads else ()
         embeds = without_names(query.text, names) if config.neutral_speakers else query.text
         rows = _Rows(self.records, overlay)
         try:
@@ -152,15 +153,6 @@ class Recall:
         searched = config.semantic_weight > 0 and bool(query.text.strip())
         best = semantic[0][1] if semantic else (0.0 if searched else None)
         return Recalled(ranked, parsed, window, timings, best, words, embedded.get("text"))
-
-    async def _speakers_named(self, query: Query, config: RetrievalConfig) -> tuple[str, ...]:
-        """The namespace's transcript speakers the query names (cognition/speakers.py); () when none, or when
-        neither setting that reads them is on."""
-        if self.speakers is None or not query.text.strip():
-            return ()
-        if not config.neutral_speakers and config.speaker_weight <= 0:
-            return ()
-        return named(query.text, await self.speakers.of(query.namespace))
 
     async def _with_superseded(
         self, rankings: dict[str, Hits], query: Query, embedded: Mapping[str, np.ndarray]

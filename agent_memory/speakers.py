@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from agent_memory.cognition.salience import speaker_label
-from agent_memory.cognition.speakers import transcript_speakers
+from agent_memory.cognition.speakers import named, transcript_speakers
 from agent_memory.storage.records import SqliteRecords
 
 BATCH = 5000
@@ -44,6 +44,10 @@ class TranscriptSpeakers:
         labels = self._labels.get(namespace)
         found = self._speakers[namespace] = transcript_speakers(labels, sum(labels.values())) if labels else ()
         return found
+
+    async def named(self, namespace: str, question: str) -> tuple[str, ...]:
+        """The namespace's speakers that `question` names (cognition/speakers.py, `named`)."""
+        return named(question, await self.of(namespace)) if question.strip() else ()
 
     def drop(self) -> None:
         """Forget every count: an erase removed memories, and they must not be counted (nor their speakers known)."""

@@ -42,7 +42,8 @@ def test_two_frequent_labels_make_a_transcript() -> None:
     assert transcript_speakers({"Melanie": 6, "Caroline": 4, "": 10}, 20) == ("Melanie", "Caroline")
     assert transcript_speakers({"Note": 12, "": 3}, 15) == ()  # one frequent label names no one in particular
     assert transcript_speakers({"Melanie": 60, "Caroline": 39, "Priya": 4}, 103) == ("Melanie", "Caroline")  # < 5%
-    assert transcript_speakers({"A": 2, "B": 2}, 4) == ()  # too few memories to tell
+    assert transcript_speakers({"Jo": 2, "Bo": 2}, 4) == ()  # too few memories to tell
+    assert transcript_speakers({"Q": 40, "A": 40}, 80) == ()  # questions and answers, not people
 
 
 def test_a_question_names_a_speaker_by_the_whole_name() -> None:

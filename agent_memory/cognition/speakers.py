@@ -33,9 +33,10 @@ _BEFORE_A_WORD = frozenset(" \t\n\"'“‘(")
 
 def transcript_speakers(labels: Mapping[str, int], memories: int) -> tuple[str, ...]:
     """The labels (label -> memories it opens) that are a transcript's speakers, most frequent first; none unless
-    MIN_SPEAKERS labels each open MIN_SHARE of the `memories` (and MIN_MEMORIES)."""
+    MIN_SPEAKERS labels each open MIN_SHARE of the `memories` (and MIN_MEMORIES). A one-letter label ("Q:", "A:")
+    marks a question and its answer, not a person."""
     least = max(MIN_MEMORIES, MIN_SHARE * memories)
-    frequent = sorted((label for label, count in labels.items() if label and count >= least), key=lambda s: -labels[s])
+    frequent = sorted((s for s, count in labels.items() if len(s) > 1 and count >= least), key=lambda s: -labels[s])
     return tuple(frequent) if len(frequent) >= MIN_SPEAKERS else ()
 
 

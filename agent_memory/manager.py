@@ -149,6 +149,8 @@ class MemoryManager(ReadPath):
             stack.push_async_callback(_finished, loading)  # an open that fails closes nothing the load still uses
             rebuild_graph, rebuild_vectors = await self._open_engines(stack)
             self._build_components()  # constructors only: nothing here touches an engine
+            counting = asyncio.ensure_future(self.speakers.warm())  # a transcript's labels, counted as the model loads
+            stack.push_async_callback(_finished, counting)
             stack.push_async_callback(self.write_path.drafter.aclose)
             self.images.start()  # deciding may import open-clip and torch: text memory does not wait for it
             stack.push_async_callback(self.images.stop)
@@ -282,7 +284,7 @@ class MemoryManager(ReadPath):
             notify=notify,
             activity=activity,
         )
-        speakers = TranscriptSpeakers(records)
+        self.speakers = speakers = TranscriptSpeakers(records)
         self._reader = Recall(
             records=records,
             vectors=self.vectors,

@@ -113,8 +113,8 @@ async def test_speakers_are_counted_as_they_are_stored_and_forgotten_by_an_erase
     said = ["Priya: I joined the choir.", "Priya: We sang at the harbour.", "Priya: Rehearsals are on Tuesdays."]
     priya = (await say(manager, "s2", [*said, "Melanie: Priya sings well."]))[:3]
     assert await speakers.of("default") == ("Caroline", "Melanie", "Priya")  # read since the last count
-    wired = manager._reader.speakers  # the manager's own, which its erase must empty
-    assert wired is not None and "Priya" in await wired.of("default")
+    wired = manager.speakers  # the manager's own, which its erase must empty
+    assert "Priya" in await wired.of("default")
     await manager.erase(reason="test", memory_ids=priya)
     assert "Priya" not in await wired.of("default")
     assert len(ids) == len(CHAT)

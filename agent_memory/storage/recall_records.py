@@ -257,15 +257,17 @@ class RecallQueries:
             return any_of(terms), 1, weights
         return f"({any_of(rare)}) AND ({any_of(rare)} OR {any_of(common)} OR {any_of(common)})", 2, weights
 
-    async def openings_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
-        """(rowid, namespace, first 80 characters) of up to `limit` turn memories stored after `rowid`, oldest first:
-        where a transcript's speaker label is (speakers.py). A seek on the rowid, so only what is new is read."""
+    async def openings_after(self, rowid: int) -> list[tuple[str, str, int, int]]:
+        """The turn memories stored after `rowid`, grouped by namespace and opening: (namespace, opening, memories,
+        last rowid). An opening runs to the first ": " in a memory's first 48 characters, where a transcript's
+        speaker label is ("Melanie: "), else it is the first character (speakers.py). SQLite groups them, so a
+        count of 100,000 memories is one scan and a few hundred rows; the rowid seeks past what was counted."""
         rows = await self._fetch(
-            "SELECT rowid, namespace, substr(content, 1, 80) FROM memories WHERE rowid > ? AND generation = 0 "
-            "ORDER BY rowid LIMIT ?",
-            (rowid, limit),
+            "SELECT namespace, substr(content, 1, instr(substr(content, 1, 48), ': ') + 1) AS opening, count(*), "
+            "max(rowid) FROM memories WHERE rowid > ? AND generation = 0 GROUP BY namespace, opening",
+            (rowid,),
         )
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
 
     async def has_images(self, namespace: str) -> bool:
         """Whether the namespace holds an active image memory (a partial index answers it)."""

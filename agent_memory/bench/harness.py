@@ -34,17 +34,20 @@ QUESTIONS: dict[str, Callable[[Path], Iterator[Question]]] = {
 }
 RECALL_AT = (1, 5, 10, 20)
 HEADLINE = {"locomo": ("multi-hop", "temporal", "open-domain", "single-hop")}  # category 5 reported apart
-ALONE_OFF: dict[str, Any] = {  # everything beside one search layer switched off: that layer's ranking alone
-    "keyword_weight": 0.0,
-    "semantic_weight": 0.0,
-    "grep_weight": 0.0,
-    "time_layer_weight": 0.0,
+SIGNALS_OFF: dict[str, Any] = {  # every signal beside the search layers switched off
     "graph_weight": 0.0,
     "session_weight": 0.0,
     "user_weight": 0.0,
     "speaker_weight": 0.0,
     "mood_weight": 0.0,
     "decay_weight": 0.0,
+}
+ALONE_OFF: dict[str, Any] = {  # everything beside one search layer switched off: that layer's ranking alone
+    "keyword_weight": 0.0,
+    "semantic_weight": 0.0,
+    "grep_weight": 0.0,
+    "time_layer_weight": 0.0,
+    **SIGNALS_OFF,
 }
 PLAIN_BM25: dict[str, Any] = {  # the keyword layer alone: FTS5's BM25 over the memories, no time window's weights
     **ALONE_OFF,
@@ -236,14 +239,7 @@ _LATER = {  # what each step of the ladder turns on; everything after a step is 
 
 def ablation_configs(base: RetrievalConfig) -> list[tuple[str, RetrievalConfig]]:
     """Each layer alone, then each signal added in turn, ending at the shipped configuration."""
-    off = {
-        "graph_weight": 0.0,
-        "session_weight": 0.0,
-        "user_weight": 0.0,
-        "speaker_weight": 0.0,
-        "mood_weight": 0.0,
-        "decay_weight": 0.0,
-    }
+    off = SIGNALS_OFF
     configs = []
     switched_on: list[str] = []
     for name, changes in ABLATIONS:

@@ -55,6 +55,9 @@ def test_a_question_names_a_speaker_by_the_whole_name() -> None:
     common = ("Will", "Melanie")  # a name that is also a word people write in lower case, where it opens a sentence
     assert named("Will Caroline visit?", common) == () and named("Did she ask? Will it rain?", common) == ()
     assert named("What did Will say?", common) == ("Will",) and named("Melanie: will Will come?", common) == common
+    assert named("What does Melanie like?", ("MELANIE", "JOHN")) == ("MELANIE",)  # a script's labels, in capitals
+    assert named("When will she come?", ("WILL", "JOHN")) == () and named("Did WILL call?", ("WILL",)) == ("WILL",)
+    assert without_names("What does Melanie like?", ["MELANIE"]) == "What does like?"
 
 
 def test_the_vector_layers_question_leaves_the_names_out() -> None:

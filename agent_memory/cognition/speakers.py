@@ -41,11 +41,13 @@ def transcript_speakers(labels: Mapping[str, int], memories: int) -> tuple[str, 
 
 
 def _name_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(rf"\s*\b{re.escape(name)}(?:['’]s)?\b")
+    """A name as a question writes it: as labelled, or, for a label in capitals ("MELANIE:", as scripts and some
+    exports write them), in any case."""
+    return re.compile(rf"\s*\b{re.escape(name)}(?:['’]s)?\b", re.IGNORECASE if name.isupper() else 0)
 
 
 def named(question: str, speakers: Sequence[str]) -> tuple[str, ...]:
-    """The speakers `question` names (the whole name, case as written; "Melanie's" names Melanie). A name that is
+    """The speakers `question` names (the whole name, case as labelled; "Melanie's" names Melanie). A name that is
     also a word people write in lower case does not count where it opens a sentence ("Will I see her?" names no
     Will), as the entity extractor reads it (extraction.common_words)."""
     return tuple(
@@ -57,6 +59,8 @@ def named(question: str, speakers: Sequence[str]) -> tuple[str, ...]:
 
 def _names(question: str, found: re.Match[str], name: str) -> bool:
     at = found.start() + len(found.group(0)) - len(found.group(0).lstrip())
+    if not question[at].isupper():  # "when will she come" names no WILL
+        return False
     while at > 0 and question[at - 1] in _BEFORE_A_WORD:
         at -= 1
     opens = at == 0 or question[at - 1] in ".!?:"

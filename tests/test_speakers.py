@@ -73,6 +73,7 @@ def test_who_said_a_memory() -> None:
     digest = render("Melanie", [Statement("m1", "Melanie", NOW, "I signed up for a pottery class.")])
     assert said_by(digest) == "Melanie"
     assert said_by("I went swimming with the kids.") == "" and said_by("no label: here") == ""
+    assert said_by("Caroline: quoting her, in their own words:\nfine") == "Caroline"  # a turn, not a digest
 
 
 async def test_a_question_about_a_speaker_ranks_what_they_said_first(manager: MemoryManager) -> None:

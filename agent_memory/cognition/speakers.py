@@ -80,6 +80,7 @@ def without_names(question: str, names: Sequence[str]) -> str:
 def said_by(content: str) -> str:
     """Who said a memory: its transcript label ("Melanie" for "Melanie: ..." or a merge's "[6 Jul] Melanie: ..."),
     a digest's speaker ("Melanie, in their own words: ..."), or ""."""
-    if (cut := content.find(OPENING)) > 0 and "\n" not in content[:cut]:
-        return content[:cut]
-    return speaker_label(content)
+    if label := speaker_label(content):
+        return label
+    cut = content.find(OPENING)
+    return content[:cut] if cut > 0 and "\n" not in content[:cut] else ""

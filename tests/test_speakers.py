@@ -3,6 +3,7 @@ real engines. A namespace without speaker labels must rank exactly as it did bef
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -122,6 +123,16 @@ async def test_speakers_are_counted_as_they_are_stored_and_forgotten_by_an_erase
     await manager.erase(reason="test", memory_ids=priya)
     assert "Priya" not in await wired.of("default")
     assert len(ids) == len(CHAT)
+
+
+async def test_a_count_under_way_when_an_erase_drops_the_counts_is_not_kept(manager: MemoryManager) -> None:
+    await say(manager, "s1", CHAT)
+    speakers = TranscriptSpeakers(manager.records)
+    counting = asyncio.create_task(speakers.of("default"))
+    await asyncio.sleep(0)  # the count now waits on SQLite
+    speakers.drop()
+    assert await counting == ()  # what it read before the drop is thrown away
+    assert await speakers.of("default") == ("Caroline", "Melanie")  # and counted again from the start
 
 
 def test_the_settings_refuse_a_negative_weight() -> None:

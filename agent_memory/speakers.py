@@ -6,7 +6,8 @@ A read asks `of(namespace)`. After a write it first counts the memories stored s
 rowid: only what is new), so the next question knows a speaker from their first turns. SQLite groups the memories
 by their opening, so counting is one scan and a few hundred rows to read; a store counts them all when it opens,
 while the text model loads (`warm`). An erase calls `drop()`: what it removed is then no longer counted, as the
-counts start again from the memories that remain.
+counts start again from the memories that remain. A memory is counted as it was stored: an update of its words
+(revisions.py) does not move its count, which the 5% share of a label absorbs, and the next open counts it anew.
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ from agent_memory.project import exclude_data_dir
 from agent_memory.read_path import ReadPath
 from agent_memory.recall import Recall
 from agent_memory.recovery import LogRecovery
+from agent_memory.replies import Replies
 from agent_memory.retrieval_log import RetrievalLog
 from agent_memory.revisions import Revisions
 from agent_memory.save_decider import SaveDecider
@@ -285,6 +286,7 @@ class MemoryManager(ReadPath):
             activity=activity,
         )
         self.speakers = speakers = TranscriptSpeakers(records)
+        self.replies = Replies(records, self.journal, speakers)
         self._reader = Recall(
             records=records,
             vectors=self.vectors,

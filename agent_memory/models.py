@@ -397,11 +397,26 @@ class DoctorReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Reply:
+    """The turn logged just after a memory's turn in its session, which the save decision did not keep: shown under
+    the memory in a context ("Did you ski in Banff?" kept, "Yes, in July!" not). Read from the log (replies.py)."""
+
+    turn_id: TurnId
+    session_id: str
+    turn_number: int
+    role: Role
+    at: datetime
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
 class ContextItem:
     """A memory that made it into a rendered context, with why it ranked where it did."""
 
     result: RetrievalResult
-    tokens: int  # what its rendered line costs (its session header is counted with the first item)
+    tokens: int  # what its rendered line costs (its session header is counted with the first item), reply included
+    reply: Reply | None = None
+    """The turn after the memory's, not kept on its own, rendered under it (`retrieval.context_replies`)."""
 
     @property
     def memory(self) -> Memory:

@@ -32,12 +32,15 @@ from agent_memory.models import (
     ContextFact,
     EmotionalContext,
     Memory,
+    MemoryId,
+    Reply,
     RetrievalGap,
     RetrievalResult,
     new_id,
 )
 from agent_memory.policy.controller import HeuristicPolicy, Policy
 from agent_memory.recall import RANKED_ON_THE_LOOP, Query, Recall, Recalled
+from agent_memory.replies import Replies
 from agent_memory.retrieval_log import RetrievalLog, RetrievalRecord
 from agent_memory.storage.outbox import Projector
 from agent_memory.storage.records import SqliteRecords
@@ -68,6 +71,7 @@ class ReadPath:
     retrieval_log: RetrievalLog  # what retrievals record, written behind them in batches
     _facts: Facts
     images: ImageMemory
+    replies: Replies  # what a context shows under its best memories: the turn after, where it was not kept
 
     if TYPE_CHECKING:  # provided by MemoryManager
 
@@ -134,7 +138,8 @@ class ReadPath:
         limit = self.candidates_for(budget_tokens)
         recalled = await self._recall(query, emotional_context, namespace, now, as_of, limit)
         facts, block = await self._known_facts(query, recalled.ranked, namespace, as_of, budget_tokens)
-        pack = partial(self._pack_after, recalled.ranked, block, budget_tokens)
+        replies = await self.replies_of(recalled.ranked, query, namespace, as_of=as_of)
+        pack = partial(pack_after, recalled.ranked, block, budget_tokens, self.token_counter, replies)
         packed = pack() if len(recalled.ranked.results) <= RANKED_ON_THE_LOOP else await asyncio.to_thread(pack)
         packed = replace(packed, facts=tuple(facts))
         named = await self._named([item.result for item in packed.items])
@@ -155,9 +160,15 @@ class ReadPath:
         chosen = relevant_facts(held, query, entities, match=self.config.facts.block_match)
         return fit_facts(chosen, budget, self.token_counter)
 
-    def _pack_after(self, ranked: Ranked, block: str, budget: int) -> Context:
-        """The memories packed into what the facts' block leaves (cognition/fact_block.py)."""
-        return pack_after(ranked, block, budget, self.token_counter)
+    async def replies_of(
+        self, ranked: Ranked, query: str, namespace: str, *, as_of: datetime | None = None
+    ) -> dict[MemoryId, Reply]:
+        """The replies a context of `ranked` for `query` shows under its first `retrieval.context_replies` memories
+        (replies.py): for `context()`, and for benchmarks that pack a `recall()` themselves."""
+        count = self.config.retrieval.context_replies
+        if not count:
+            return {}
+        return await self.replies.of(ranked, query, namespace, count=count, as_of=self._aware(as_of, "as_of"))
 
     def configure_retrieval(self, retrieval: RetrievalConfig) -> None:
         """Swap the retrieval weights in place (ablations, tuning); the stores are untouched. The shipped policy

@@ -153,7 +153,9 @@ async def ask(
     dump: TextIO | None = None,
 ) -> tuple[dict[int, Scores], list[float]]:
     """Each question is recalled at its own time, once per candidate pool (a budget over 2,048 tokens asks each
-    layer for more, exactly as `context()` does), and packed once per budget; query time is the smallest pool's."""
+    layer for more, exactly as `context()` does), and packed once per budget with the replies `context()` shows (a
+    turn the save decision did not keep counts as found when it is in the context as a reply); query time is the
+    smallest pool's."""
     scores = {budget: Scores() for budget in budgets}
     latencies: list[float] = []
     if manager.records.keyword_index is not None:  # every question ranked by the namespace's statistics, none by FTS5's
@@ -171,9 +173,13 @@ async def ask(
             if ranked is None:  # query time and ranked metrics from the smallest pool (context()'s up to 3,200 tokens)
                 latencies.append((time.perf_counter() - started) * 1000)
                 ranked = await _turn_keys(manager, [r.memory for r in recalled.ranked.results])
+            replies = await manager.replies_of(recalled.ranked, question.text, question.namespace)  # as context()'s
             for budget in pool_budgets:
-                context = pack(recalled.ranked, budget=budget, counter=manager.token_counter)
+                context = pack(recalled.ranked, budget=budget, counter=manager.token_counter, replies=replies)
                 in_context = set(await _turn_keys(manager, [item.memory for item in context.items]))
+                in_context |= {
+                    (question.namespace, i.reply.session_id, i.reply.turn_number) for i in context.items if i.reply
+                }
                 scores[budget].add(question, ranked, in_context, context.tokens)
                 if dump is not None:
                     _dump(dump, question, budget, ranked, in_context, context)

@@ -91,6 +91,11 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(w.replace('"', "") for w in kept))[:32]
 
 
+def content_words(text: str) -> set[str]:
+    """Every content word of a text, lowercased (query_words without its cap and order)."""
+    return {w for w in (t.lower().replace("’", "'") for t in _TOKEN.findall(text)) if w not in STOPWORDS}
+
+
 def fts_query(text: str) -> str:
     """An FTS5 MATCH expression: each content word quoted (no operator injection), OR-ed for BM25."""
     return " OR ".join(f'"{w}"' for w in query_words(text))

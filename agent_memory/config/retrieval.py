@@ -67,6 +67,11 @@ class RetrievalConfig(Section):
     locality_max_chars: int = Field(default=600, ge=0)
     """Session lift and neighbour hops apply to memories up to this long: on long turns they spend the budget on
     filler (measured on LongMemEval)."""
+    context_replies: int = Field(default=10, ge=0, le=100)
+    """A context shows each of its first `context_replies` candidates with its reply, the turn logged after the
+    memory's own when the save decision did not keep it (a reaction, a short answer), on the line under it, when
+    the reply shares a content word with the question and both fit the budget; 0 turns it off (replies.py). The
+    log holds the reply; no memory is made of it."""
     speaker_weight: float = Field(default=0.6, ge=0.0)
     """In a transcript (memories that open with their speaker's name, "Melanie: ..."), a question that names one of
     its speakers lifts what that speaker said, turns and digests, to score * (1 + speaker_weight); 0 turns it off.

@@ -470,7 +470,7 @@ def _result(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _context(data: dict[str, Any]) -> dict[str, Any]:
-    items = [{"result": _result(item), "tokens": item["tokens"]} for item in data["items"]]
+    items = [{"result": _result(item), "tokens": item["tokens"], "reply": item.get("reply")} for item in data["items"]]
     return {**data, "items": items}
 
 

@@ -234,7 +234,7 @@ def result_json(result: RetrievalResult) -> dict[str, Any]:
 
 
 def context_json(context: Context) -> dict[str, Any]:
-    items = [{**result_json(item.result), "tokens": item.tokens} for item in context.items]
+    items = [{**result_json(item.result), "tokens": item.tokens, "reply": plain(item.reply)} for item in context.items]
     return {
         "text": context.text,
         "tokens": context.tokens,

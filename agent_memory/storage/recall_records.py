@@ -9,14 +9,15 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.errors import ClosedError, StorageError
-from agent_memory.models import Memory
+from agent_memory.models import Memory, TurnRow
 from agent_memory.projection_models import GraphStep
 from agent_memory.storage.keyword_projection import KeywordProjection, KeywordQuery, Matches
-from agent_memory.storage.rows import MEMORY_COLUMNS, memory_row
+from agent_memory.storage.rows import MEMORY_COLUMNS, memory_row, turn_row
 
 KEYWORD_FLOOR = 1e-3
 """A BM25 score below this matched only words most memories carry (FTS5 gives such a word an IDF of 1e-6: a
@@ -117,6 +118,24 @@ async def _once_built(projected: KeywordProjection, query: KeywordQuery) -> Matc
 def any_of(words: Sequence[str]) -> str:
     """An FTS5 MATCH expression for memories holding any of `words`: each quoted (no operator injection)."""
     return " OR ".join(f'"{w}"' for w in words)
+
+
+# The turn after each memory's own, in its session (the next turn number logged), where a save decision dropped it
+# and no memory was ever made from it: neither kept, nor forgotten, nor merged.
+_DROPPED_REPLIES = """
+SELECT m.memory_id, n.turn_id, n.namespace, n.session_id, n.turn_number, n.role, n.at, n.segment, n.offset,
+       n.length, n.checksum,
+       (SELECT min(d.decided_at) FROM save_decisions AS d WHERE d.turn_id = n.turn_id AND d.save = 0) AS decided_at
+FROM memories AS m
+JOIN turns AS t ON t.turn_id = m.source_turn_id
+JOIN turns AS n ON n.namespace = t.namespace AND n.session_id = t.session_id AND n.turn_number = (
+    SELECT min(x.turn_number) FROM turns AS x
+    WHERE x.namespace = t.namespace AND x.session_id = t.session_id AND x.turn_number > t.turn_number)
+WHERE m.memory_id IN ({marks}) AND m.generation = 0
+  AND NOT EXISTS (SELECT 1 FROM notes AS o WHERE o.memory_id = m.memory_id)
+  AND NOT EXISTS (SELECT 1 FROM memories AS k WHERE k.source_turn_id = n.turn_id)
+  AND decided_at IS NOT NULL
+"""
 
 
 class RecallQueries:
@@ -268,6 +287,16 @@ class RecallQueries:
             (rowid,),
         )
         return [(str(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    async def dropped_replies(self, memory_ids: Sequence[str]) -> list[tuple[str, TurnRow, datetime]]:
+        """(memory id, turn, when it was judged) for each of these turn memories whose session's next logged turn the
+        save decision did not keep and no memory holds: the reply a context shows under the memory (replies.py).
+        Notes have none."""
+        if not memory_ids:
+            return []
+        marks = ",".join("?" * len(memory_ids))
+        rows = await self._fetch(_DROPPED_REPLIES.format(marks=marks), list(memory_ids))
+        return [(str(r[0]), turn_row(tuple(r)[1:11]), datetime.fromisoformat(r[11])) for r in rows]
 
     async def has_images(self, namespace: str) -> bool:
         """Whether the namespace holds an active image memory (a partial index answers it)."""

@@ -1,0 +1,80 @@
+"""What a context shows under its best memories: the reply, the turn logged just after a memory's own in its
+session, when the save decision did not keep it and it is about the question.
+
+The save decision lets go of a third of a conversation's turns: reactions, questions, short answers. Often such a
+turn holds what the kept one leads to ("Still enjoying my soda and candy" kept, "Have you considered swapping soda
+for flavored seltzer?" not; a user's chess position kept, the assistant's "28. Kg3 would be my move." not). It is
+still in the log, which is the truth, so a context reads it back under the memory it follows rather than losing it
+twice. Only the first `retrieval.context_replies` candidates bring one, only a reply that shares a content word
+with the question (a speaker's name aside: it is in every turn of a transcript), and only when it fits the budget
+with its memory (cognition/context.py): any other reply would spend the budget that the next memories need
+(docs/benchmarks.md, "Replies").
+
+A reply is a turn no memory was ever made from: a forgotten or merged turn has a memory, an erased one has no row,
+and neither comes back this way. A reply said or logged after `as_of` was not known then and is not shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection
+from datetime import datetime
+
+from agent_memory.cognition.ranking import Ranked
+from agent_memory.cognition.retrieval import content_words
+from agent_memory.cognition.salience import speaker_label
+from agent_memory.cognition.speakers import without_names
+from agent_memory.models import MemoryId, Reply, TurnRow
+from agent_memory.speakers import TranscriptSpeakers
+from agent_memory.storage.journal import JsonlJournal
+from agent_memory.storage.records import SqliteRecords
+
+log = logging.getLogger(__name__)
+
+
+def about(asked: Collection[str], reply: str) -> bool:
+    """Whether a reply, past its speaker's label ("Evan: ..."), holds one of the question's content words."""
+    label = speaker_label(reply)
+    said = reply.split(": ", 1)[1] if label and ": " in reply else reply
+    return not content_words(said).isdisjoint(asked)
+
+
+class Replies:
+    def __init__(self, records: SqliteRecords, journal: JsonlJournal, speakers: TranscriptSpeakers) -> None:
+        self._records = records
+        self._journal = journal
+        self._speakers = speakers
+
+    async def of(
+        self, ranked: Ranked, query: str, namespace: str, *, count: int, as_of: datetime | None = None
+    ) -> dict[MemoryId, Reply]:
+        """The reply of each of the first `count` ranked memories that has one about `query`, read from the log."""
+        first = [result.memory.memory_id for result in ranked.results[:count]]
+        if not first:
+            return {}
+        found = [
+            (memory_id, turn)
+            for memory_id, turn, judged in await self._records.dropped_replies(first)
+            if as_of is None or (turn.at <= as_of and judged <= as_of)  # said and logged by then
+        ]
+        if not found:
+            return {}
+        names = await self._speakers.named(namespace, query)
+        asked = content_words(without_names(query, names))
+        said = await asyncio.gather(*(self._said(turn) for _, turn in found))
+        return {
+            MemoryId(memory_id): Reply(turn.turn_id, turn.session_id, turn.turn_number, turn.role, turn.at, content)
+            for (memory_id, turn), content in zip(found, said, strict=True)
+            if content is not None and about(asked, content)
+        }
+
+    async def _said(self, turn: TurnRow) -> str | None:
+        """The turn's words from the log; a record erased meanwhile (its place holds a tombstone or another turn) or
+        a damaged segment leaves the reply out: doctor reports those."""
+        try:
+            record = await self._journal.read(turn.position)
+        except Exception as exc:
+            log.debug("replies: the turn %s could not be read (%s)", turn.turn_id, exc)
+            return None
+        return record.content if record.turn_id == turn.turn_id else None

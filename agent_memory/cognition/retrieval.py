@@ -86,14 +86,22 @@ STOPWORDS = frozenset(
 
 def query_words(text: str) -> list[str]:
     """The content words of a query, lowercased, each once, at most 32."""
-    words = [w.lower().replace("’", "'") for w in _TOKEN.findall(text)]
-    kept = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())] or words
+    words = _lowered(text)
+    kept = [w for w in words if _content(w)] or words
     return list(dict.fromkeys(w.replace('"', "") for w in kept))[:32]
 
 
 def content_words(text: str) -> set[str]:
-    """Every content word of a text, lowercased (query_words without its cap and order)."""
-    return {w for w in (t.lower().replace("’", "'") for t in _TOKEN.findall(text)) if w not in STOPWORDS}
+    """Every content word of a text, lowercased, as query_words reads them, without its cap and order."""
+    return {w for w in _lowered(text) if _content(w)}
+
+
+def _lowered(text: str) -> list[str]:
+    return [w.lower().replace("’", "'") for w in _TOKEN.findall(text)]
+
+
+def _content(word: str) -> bool:
+    return word not in STOPWORDS and (len(word) > 1 or word.isdigit())
 
 
 def fts_query(text: str) -> str:

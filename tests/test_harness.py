@@ -132,7 +132,9 @@ def test_ablation_ladder_ends_at_the_shipped_configuration() -> None:
     ladder = ablation_configs(base)
     assert ladder[0][1].semantic_weight == 0 and ladder[0][1].keyword_weight == 1.0
     assert ladder[1][1].keyword_weight == 0 and ladder[2][1].graph_weight == 0
-    assert ladder[-1][1] == base
+    steps = dict(ladder)  # replies come in at their own step, after the speaker's, and stay on
+    assert steps["+ speaker"].context_replies == 0 and steps["+ replies"].context_replies == base.context_replies
+    assert ladder[-1][1] == base and PLAIN_BM25["context_replies"] == 0
 
 
 async def test_harness_scores_the_tiny_dataset(manager: MemoryManager, locomo_file: Path, tmp_path: Path) -> None:

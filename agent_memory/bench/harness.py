@@ -39,6 +39,7 @@ SIGNALS_OFF: dict[str, Any] = {  # every signal beside the search layers switche
     "session_weight": 0.0,
     "user_weight": 0.0,
     "speaker_weight": 0.0,
+    "context_replies": 0,
     "mood_weight": 0.0,
     "decay_weight": 0.0,
 }
@@ -229,6 +230,7 @@ ABLATIONS: list[tuple[str, dict[str, Any]]] = [
     ("+ session fusion", {}),
     ("+ role", {}),
     ("+ speaker", {}),
+    ("+ replies", {}),
     ("+ mood", {}),
     ("+ decay (all signals)", {}),
 ]
@@ -238,6 +240,7 @@ _LATER = {  # what each step of the ladder turns on; everything after a step is 
     "+ session fusion": ["session_weight"],
     "+ role": ["user_weight"],
     "+ speaker": ["speaker_weight"],
+    "+ replies": ["context_replies"],
     "+ mood": ["mood_weight"],
     "+ decay (all signals)": ["decay_weight"],
 }

@@ -30,7 +30,6 @@ import numpy as np
 
 from agent_memory.config import EmbeddingConfig
 from agent_memory.embeddings.text import Embedder
-from agent_memory.models import LogPosition
 from agent_memory.storage.base import Journal
 from agent_memory.storage.context_records import ContextWork
 from agent_memory.storage.records import SqliteRecords
@@ -142,7 +141,8 @@ class ContextVectors:
 
     async def _texts(self, work: Sequence[ContextWork]) -> list[str]:
         positions = list(dict.fromkeys(p for w in work for p in (w.previous, w.next) if p is not None))
-        said = dict(zip(positions, await asyncio.gather(*(self._said(p) for p in positions)), strict=True))
+        logged = await self._journal.read_each(positions)  # an unreadable record leaves that side out
+        said = {p: record.content for p, record in zip(positions, logged, strict=True) if record is not None}
         words, around = self._config.context_turn_words, self._config.context_neighbour_words
         return [
             context_text(
@@ -154,14 +154,6 @@ class ContextVectors:
             )
             for w in work
         ]
-
-    async def _said(self, position: LogPosition) -> str | None:
-        """A neighbouring turn's words from the log; an unreadable record leaves that side out."""
-        try:
-            return (await self._journal.read(position)).content
-        except Exception as exc:  # a record erased meanwhile, a damaged segment: doctor reports those
-            log.debug("context vectors: the turn at %s could not be read (%s)", position, exc)
-            return None
 
 
 def _blob(vector: Any) -> bytes:

@@ -16,8 +16,6 @@ and neither comes back this way. A reply said or logged after `as_of` was not kn
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Collection
 from datetime import datetime
 
@@ -25,12 +23,10 @@ from agent_memory.cognition.ranking import Ranked
 from agent_memory.cognition.retrieval import content_words
 from agent_memory.cognition.salience import speaker_label
 from agent_memory.cognition.speakers import without_names
-from agent_memory.models import MemoryId, Reply, TurnRow
+from agent_memory.models import MemoryId, Reply
 from agent_memory.speakers import TranscriptSpeakers
 from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.records import SqliteRecords
-
-log = logging.getLogger(__name__)
 
 
 def about(asked: Collection[str], reply: str) -> bool:
@@ -62,19 +58,11 @@ class Replies:
             return {}
         names = await self._speakers.named(namespace, query)
         asked = content_words(without_names(query, names))
-        said = await asyncio.gather(*(self._said(turn) for _, turn in found))
-        return {
-            MemoryId(memory_id): Reply(turn.turn_id, turn.session_id, turn.turn_number, turn.role, turn.at, content)
-            for (memory_id, turn), content in zip(found, said, strict=True)
-            if content is not None and about(asked, content)
+        logged = await self._journal.read_each([turn.position for _, turn in found])
+        return {  # a record erased meanwhile (a tombstone or another turn at its place) leaves its reply out
+            MemoryId(memory_id): Reply(
+                turn.turn_id, turn.session_id, turn.turn_number, turn.role, turn.at, record.content
+            )
+            for (memory_id, turn), record in zip(found, logged, strict=True)
+            if record is not None and record.turn_id == turn.turn_id and about(asked, record.content)
         }
-
-    async def _said(self, turn: TurnRow) -> str | None:
-        """The turn's words from the log; a record erased meanwhile (its place holds a tombstone or another turn) or
-        a damaged segment leaves the reply out: doctor reports those."""
-        try:
-            record = await self._journal.read(turn.position)
-        except Exception as exc:
-            log.debug("replies: the turn %s could not be read (%s)", turn.turn_id, exc)
-            return None
-        return record.content if record.turn_id == turn.turn_id else None

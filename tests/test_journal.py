@@ -37,6 +37,17 @@ async def test_append_returns_offsets_that_read_back(tmp_path: Path) -> None:
     await journal.aclose()
 
 
+async def test_read_each_reads_in_one_hop_and_leaves_out_what_cannot_be_read(tmp_path: Path) -> None:
+    journal = await JsonlJournal.open(tmp_path)
+    positions = [await journal.append(record(n)) for n in range(4)]
+    assert await journal.erase([(positions[1], "turn-1")], "erase-1") == 1
+    missing = LogPosition(positions[3].segment + 1, 0, 10)  # a segment that does not exist
+    back = await journal.read_each([positions[2], positions[1], missing, positions[0]])
+    assert [r.turn_id if r else None for r in back] == ["turn-2", None, None, "turn-0"]
+    assert await journal.read_each([]) == []
+    await journal.aclose()
+
+
 async def test_every_line_carries_ids_time_emotion_and_checksum(tmp_path: Path) -> None:
     journal = await JsonlJournal.open(tmp_path)
     await journal.append(record(1))

@@ -168,7 +168,8 @@ class ReadPath:
         count = self.config.retrieval.context_replies
         if not count:
             return {}
-        return await self.replies.of(ranked, query, namespace, count=count, as_of=self._aware(as_of, "as_of"))
+        most, known = self.config.retrieval.locality_max_chars, self._aware(as_of, "as_of")
+        return await self.replies.of(ranked, query, namespace, count=count, max_chars=most, as_of=known)
 
     def configure_retrieval(self, retrieval: RetrievalConfig) -> None:
         """Swap the retrieval weights in place (ablations, tuning); the stores are untouched. The shipped policy

@@ -5,10 +5,11 @@ The save decision lets go of a third of a conversation's turns: reactions, quest
 turn holds what the kept one leads to ("Still enjoying my soda and candy" kept, "Have you considered swapping soda
 for flavored seltzer?" not; a user's chess position kept, the assistant's "28. Kg3 would be my move." not). It is
 still in the log, which is the truth, so a context reads it back under the memory it follows rather than losing it
-twice. Only the first `retrieval.context_replies` candidates bring one, only a reply that shares a content word
-with the question (a speaker's name aside: it is in every turn of a transcript), and only when it fits the budget
-with its memory (cognition/context.py): any other reply would spend the budget that the next memories need
-(docs/benchmarks.md, "Replies").
+twice. Only the first `retrieval.context_replies` candidates bring one; only a short reply (up to
+`retrieval.locality_max_chars`, as for the session lift: a long turn is no reaction, and would spend the budget
+whole); only one that shares a content word with the question (a speaker's name aside: it opens every turn of a
+transcript); and only when it fits the budget with its memory (cognition/context.py): any other reply would spend
+the budget that the next memories need (docs/benchmarks.md, "Replies").
 
 A reply is a turn no memory was ever made from: a forgotten or merged turn has a memory, an erased one has no row,
 and neither comes back this way. A reply said or logged after `as_of` was not known then and is not shown.
@@ -28,6 +29,9 @@ from agent_memory.speakers import TranscriptSpeakers
 from agent_memory.storage.journal import JsonlJournal
 from agent_memory.storage.records import SqliteRecords
 
+MAX_BYTES_PER_CHAR = 6  # a character's most bytes in a log line: JSON's "\uXXXX"
+RECORD_OVERHEAD = 2048  # a log line's bytes besides its content: ids, times, emotion, checksum
+
 
 def about(asked: Collection[str], reply: str) -> bool:
     """Whether a reply, past its speaker's label ("Evan: ..."), holds one of the question's content words."""
@@ -43,16 +47,25 @@ class Replies:
         self._speakers = speakers
 
     async def of(
-        self, ranked: Ranked, query: str, namespace: str, *, count: int, as_of: datetime | None = None
+        self,
+        ranked: Ranked,
+        query: str,
+        namespace: str,
+        *,
+        count: int,
+        max_chars: int,
+        as_of: datetime | None = None,
     ) -> dict[MemoryId, Reply]:
-        """The reply of each of the first `count` ranked memories that has one about `query`, read from the log."""
+        """The reply of each of the first `count` ranked memories that has one about `query`, up to `max_chars`
+        long, read from the log."""
         first = [result.memory.memory_id for result in ranked.results[:count]]
         if not first:
             return {}
         found = [
             (memory_id, turn)
             for memory_id, turn, judged in await self._records.dropped_replies(first)
-            if as_of is None or (turn.at <= as_of and judged <= as_of)  # said and logged by then
+            if (as_of is None or (turn.at <= as_of and judged <= as_of))  # said and logged by then
+            and turn.position.length <= max_chars * MAX_BYTES_PER_CHAR + RECORD_OVERHEAD  # not read to be dropped
         ]
         if not found:
             return {}
@@ -64,5 +77,8 @@ class Replies:
                 turn.turn_id, turn.session_id, turn.turn_number, turn.role, turn.at, record.content
             )
             for (memory_id, turn), record in zip(found, logged, strict=True)
-            if record is not None and record.turn_id == turn.turn_id and about(asked, record.content)
+            if record is not None
+            and record.turn_id == turn.turn_id
+            and len(record.content) <= max_chars
+            and about(asked, record.content)
         }

@@ -70,6 +70,15 @@ async def test_a_reply_is_shown_only_when_it_is_about_the_question(judging: Memo
     assert not about({"candy"}, CHAT[1]) and about({"candy"}, "Pass the candy.")
 
 
+async def test_a_reply_longer_than_a_local_turn_is_not_shown(judging: MemoryManager) -> None:
+    await talk(judging)
+    limit = len(CHAT[1])
+    for most, shown in ((limit, True), (limit - 1, False)):  # retrieval.locality_max_chars, as for the session lift
+        judging.configure_retrieval(judging.config.retrieval.model_copy(update={"locality_max_chars": most}))
+        context = await judging.context(ASKED, now=NOW + timedelta(days=1))
+        assert any(i.reply for i in context.items) is shown and (CHAT[1] in context.text) is shown
+
+
 async def test_only_the_first_candidates_bring_a_reply(judging: MemoryManager) -> None:
     kept = await talk(judging)
     ranked = (await judging.recall(ASKED, now=NOW + timedelta(days=1))).ranked

@@ -65,8 +65,8 @@ class RetrievalConfig(Section):
     session_weight: float = Field(default=0.3, ge=0.0)
     """How much a session whose turns match as a whole lifts each of its turns."""
     locality_max_chars: int = Field(default=600, ge=0)
-    """Session lift and neighbour hops apply to memories up to this long: on long turns they spend the budget on
-    filler (measured on LongMemEval)."""
+    """Session lift and neighbour hops apply to memories up to this long, and a context shows replies up to this
+    long (`context_replies`): on long turns they spend the budget on filler (measured on LongMemEval)."""
     context_replies: int = Field(default=10, ge=0, le=100)
     """A context shows each of its first `context_replies` candidates with its reply, the turn logged after the
     memory's own when the save decision did not keep it (a reaction, a short answer), on the line under it, when

@@ -16,6 +16,7 @@ from agent_memory.cognition.ranking import Ranked
 from agent_memory.config import Config, load_config
 from agent_memory.embeddings.text import Embedder
 from agent_memory.errors import ConfigError
+from agent_memory.interfaces.client import _CONTEXT, _context
 from agent_memory.interfaces.http import context_json
 from agent_memory.models import Context
 from agent_memory.replies import about
@@ -149,8 +150,11 @@ def test_the_setting_refuses_what_it_cannot_mean() -> None:
 
 async def test_the_http_context_carries_each_items_reply(judging: MemoryManager) -> None:
     kept = await talk(judging)
-    data = json.loads(json.dumps(context_json(await judging.context(ASKED, now=NOW + timedelta(days=1)))))
+    context = await judging.context(ASKED, now=NOW + timedelta(days=1))
+    data = json.loads(json.dumps(context_json(context)))
     items = {item["memory"]["memory_id"]: item for item in data["items"]}  # as POST /v1/context answers
     reply = items[kept[0]]["reply"]
     assert reply["content"] == CHAT[1] and reply["turn_number"] == 1 and reply["session_id"] == "s1"
     assert all(item["reply"] is None for memory_id, item in items.items() if memory_id != kept[0])
+    back = _CONTEXT.validate_python(_context(data))  # as DaemonClient.context() reads the answer
+    assert [i.reply for i in back.items] == [i.reply for i in context.items]

@@ -24,6 +24,7 @@ from agent_memory.scoring import decay_strength
 from agent_memory.sleep.decay import strength_of, tier_of
 from agent_memory.sleep.jobs import JOBS, run_job
 from agent_memory.sleep.keywords import keyword_weights, links_of
+from agent_memory.storage.records import SqliteRecords
 from agent_memory.storage.sleep_records import DecayRow
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -167,26 +168,58 @@ def test_words_shared_by_connected_memories_gain_weight() -> None:
     assert "bed" not in weights  # carried by one memory only
 
 
-async def test_reweighting_changes_the_keyword_ranking(manager: MemoryManager) -> None:
+async def test_reweighting_changes_the_keyword_ranking_and_is_off_by_default(
+    config: Config, embedder: Embedder
+) -> None:
+    """At a boost the thread's word outweighs a rarer one; at the shipped boost (0) the job keeps no weight, and
+    takes away what a boost left, so the ranking is plain BM25's again."""
+    assert config.sleep.keyword_boost == 0.0
+    boosted = config.model_copy(update={"sleep": SleepConfig(keyword_boost=0.5)})
     thread = [
         "We planted the tomatoes today in the raised garden bed by the old fence.",
         "Those tomatoes will need water twice a day once July comes around.",
     ]
-    await manager.process_turns([TurnInput("s1", i, text, at=T0) for i, text in enumerate(thread)])
-    await manager.process_turn("s2", 0, "Basil on the windowsill.", at=T0)
-    await manager.process_turn("s3", 0, "Nonna's basil pesto.", at=T0)
     query = "basil or tomatoes for dinner"
 
-    async def keyword_top() -> str:
+    async def keyword_top(manager: MemoryManager) -> str:
         hits = await manager.records.keyword_search("default", query_words(query), limit=5)
         return (await manager.get(hits[0][0])).content
 
-    assert "asil" in await keyword_top()  # rarer word, higher BM25
-    run = await run_job(manager, "reweight", now=T0)
-    assert run.status == "ok" and run.counts["raised"] >= 1
-    rows = await manager.records._fetch("SELECT word, weight FROM keyword_weights WHERE word IN ('tomatoes', 'basil')")
-    assert {r[0]: r[1] for r in rows} == {"tomatoes": 1.5, "basil": 1.0}
-    assert "omatoes" in await keyword_top()  # the thread's word now outweighs it
+    async with MemoryManager.open(boosted, embedder=embedder) as manager:
+        await manager.process_turns([TurnInput("s1", i, text, at=T0) for i, text in enumerate(thread)])
+        await manager.process_turn("s2", 0, "Basil on the windowsill.", at=T0)
+        await manager.process_turn("s3", 0, "Nonna's basil pesto.", at=T0)
+        assert "asil" in await keyword_top(manager)  # rarer word, higher BM25
+        run = await run_job(manager, "reweight", now=T0)
+        assert run.status == "ok" and run.counts["raised"] >= 1
+        weights = "SELECT word, weight FROM keyword_weights WHERE word IN ('tomatoes', 'basil')"
+        assert {r[0]: r[1] for r in await manager.records._fetch(weights)} == {"tomatoes": 1.5, "basil": 1.0}
+        assert "omatoes" in await keyword_top(manager)  # the thread's word now outweighs it
+    async with MemoryManager.open(config, embedder=embedder) as manager:  # the same store, the shipped boost
+        assert "omatoes" in await keyword_top(manager)  # until the job runs at it
+        run = await run_job(manager, "reweight", now=T0)
+        assert run.status == "ok" and run.counts == {"namespaces": 1, "words": 0, "raised": 0}
+        assert await manager.records._fetch("SELECT * FROM keyword_weights") == []
+        assert "asil" in await keyword_top(manager)
+
+
+async def test_migration_0033_removes_the_weights_an_older_default_left(tmp_path: Path) -> None:
+    """A store made while the boost was 0.5 by default ranks, once upgraded, as a new one does."""
+    path = tmp_path / "memory.db"
+    records = await SqliteRecords.open(path)
+    async with records.transaction() as db:
+        await db.execute(
+            "INSERT INTO keyword_weights (namespace, word, weight, memories, connected, updated_at) "
+            "VALUES ('default', 'tomatoes', 1.5, 2, 2, '2026-01-01')"
+        )
+        await db.execute("DELETE FROM schema_migrations WHERE version = 33")  # as it was before this version
+    await records.aclose()
+    records = await SqliteRecords.open(path)
+    try:
+        assert await records._fetch("SELECT * FROM keyword_weights") == []
+        assert (await records._fetch("SELECT max(version) FROM schema_migrations"))[0][0] >= 33
+    finally:
+        await records.aclose()
 
 
 # ----- dream exploration -----------------------------------------------------------------------------------

@@ -38,9 +38,12 @@ class SleepConfig(Section):
     """Hops per dream walk; its two ends become a candidate link."""
     dream_similarity_threshold: float = Field(default=0.7, ge=-1.0, le=1.0)
     """A candidate link is committed as a DREAM_LINK when its two memories are at least this similar (cosine)."""
-    keyword_boost: float = Field(default=0.5, ge=0.0)
-    """Keyword reweighting: a word carried by connected memories weighs up to 1 + keyword_boost in the keyword
-    layer (in proportion to the share of its memories that have a connected memory carrying it too)."""
+    keyword_boost: float = Field(default=0.0, ge=0.0)
+    """Keyword reweighting (the `reweight` job): a word carried by connected memories weighs up to 1 + keyword_boost
+    in the keyword layer (in proportion to the share of its memories that have a connected memory carrying it too).
+    Off (0) since 2026-12-07: at 0.5 it cost LoCoMo dev recall in two folds of three on both stores and paid nothing
+    on LongMemEval dev (docs/benchmarks.md, "Sleep jobs by folds"). At 0 the job keeps no weight, so every word
+    weighs 1."""
     keyword_overlap_merge_threshold: float = Field(default=0.6, gt=0.0, le=1.0)
     """Consolidation: two memories are merge candidates when their keyword words overlap at least this much
     (shared words over the smaller set)."""

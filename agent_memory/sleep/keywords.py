@@ -6,6 +6,9 @@ Connected here means what the graph walk of retrieval uses: neighbouring turns o
 share an entity mentioned by no more than `retrieval.entity_fanout` memories. For each keyword word,
 `weight = 1 + sleep.keyword_boost * connected / memories`, where `memories` counts the memories whose keywords
 carry it and `connected` those with a connected memory carrying it too; words in a single memory keep weight 1.
+
+Off by default (`sleep.keyword_boost` 0): measured by folds on both dev benchmarks, the weights cost recall more
+often than they paid (docs/benchmarks.md, "Sleep jobs by folds"). The job then removes what an earlier boost left.
 """
 
 from __future__ import annotations
@@ -67,9 +70,11 @@ async def run_reweight(records: SqliteRecords, now: datetime, config: Config) ->
     weighted = raised = 0
     namespaces = await records.memory_namespaces()
     for namespace in namespaces:
-        rows = await records.keyword_rows(namespace)
-        links = links_of(rows, await records.entity_members(namespace), config.retrieval.entity_fanout)
-        weights = keyword_weights(rows, links, boost=config.sleep.keyword_boost)
+        weights = []  # keyword_boost 0: no word weighs more than 1, and the weights an earlier boost left go
+        if config.sleep.keyword_boost > 0:
+            rows = await records.keyword_rows(namespace)
+            links = links_of(rows, await records.entity_members(namespace), config.retrieval.entity_fanout)
+            weights = keyword_weights(rows, links, boost=config.sleep.keyword_boost)
         await records.replace_keyword_weights(namespace, weights, now=now)
         weighted += len(weights)
         raised += sum(1 for _, weight, _, _ in weights if weight > 1.0)

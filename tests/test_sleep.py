@@ -233,9 +233,20 @@ STARTER = [
 ]
 
 
+async def test_dream_is_off_by_default_and_links_nothing(config: Config, embedder: Embedder) -> None:
+    assert config.sleep.dream_walk_count == 0
+    async with MemoryManager.open(config, embedder=embedder) as manager:
+        for session, text in STARTER:
+            await manager.process_turn(session, 0, text, at=T0)
+        run = await run_job(manager, "dream", now=T0, seed=7)
+        assert run.status == "ok" and set(run.counts.values()) == {0}, run.counts
+        assert (await manager.records._fetch("SELECT count(*) FROM memory_links"))[0][0] == 0
+
+
 async def test_dream_commits_links_above_the_threshold_and_the_graph_keeps_them(
     config: Config, embedder: Embedder
 ) -> None:
+    config = config.model_copy(update={"sleep": SleepConfig(dream_walk_count=50)})
     async with MemoryManager.open(config, embedder=embedder) as manager:
         for session, text in STARTER:
             await manager.process_turn(session, 0, text, at=T0)
@@ -266,7 +277,7 @@ async def test_dream_commits_links_above_the_threshold_and_the_graph_keeps_them(
 
 
 async def test_dream_commits_nothing_below_the_threshold(config: Config, embedder: Embedder) -> None:
-    strict = config.model_copy(update={"sleep": SleepConfig(dream_similarity_threshold=0.99)})
+    strict = config.model_copy(update={"sleep": SleepConfig(dream_walk_count=50, dream_similarity_threshold=0.99)})
     async with MemoryManager.open(strict, embedder=embedder) as manager:
         for session, text in STARTER:
             await manager.process_turn(session, 0, text, at=T0)

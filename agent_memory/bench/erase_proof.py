@@ -63,7 +63,8 @@ def pieces(text: str) -> list[bytes]:
 
 def _config(data_dir: Path) -> Config:
     config = load_config(ROOT / "config" / "default.toml", environ={}, data_dir=str(data_dir))
-    return config.model_copy(update={"save": config.save.model_copy(update={"keep_all": True})})
+    dreaming = config.sleep.model_copy(update={"dream_walk_count": 50})  # off by default; the proof covers its links
+    return config.model_copy(update={"save": config.save.model_copy(update={"keep_all": True}), "sleep": dreaming})
 
 
 async def _child(data_dir: Path, cycle: int, seed: int, sleep_jobs: bool) -> None:

@@ -32,8 +32,12 @@ class SleepConfig(Section):
     store took 0.20-0.28 ms indexed and 0.87-1.38 ms with 500-4,000 points unindexed (about 1.5 ms at 5,000), and
     that store, every point moved, answered `retrieve` 0.5-0.9 ms faster at p50 once rebuilt (a 1.2-1.3 s build;
     docs/sleep.md, "Index upkeep")."""
-    dream_walk_count: int = Field(default=50, ge=0)
-    """Dream exploration: semi-random walks per namespace, and as many memories probed for cluster bridges."""
+    dream_walk_count: int = Field(default=0, ge=0)
+    """Dream exploration (the `dream` job): semi-random walks per namespace, and as many memories probed for cluster
+    bridges. Off (0) since 2026-12-07: at 50, inside a full cycle, its links paid LoCoMo dev recall in one fold of
+    three on each store (0.001-0.003), nothing on LongMemEval dev, and lowered LoCoMo's MRR in every fold of the
+    keep-all store (docs/benchmarks.md, "Sleep jobs by folds"). At 0 the job reads nothing and links nothing; the
+    links an earlier run made stay (they are in `memory_links` and the graph, and the walk follows them)."""
     dream_walk_length: int = Field(default=4, ge=2)
     """Hops per dream walk; its two ends become a candidate link."""
     dream_similarity_threshold: float = Field(default=0.7, ge=-1.0, le=1.0)

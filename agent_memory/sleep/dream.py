@@ -12,6 +12,9 @@ when it reaches `sleep.dream_similarity_threshold` (0.7):
   the episodes memories form around), and its nearest neighbour in another session is a candidate.
 
 Every run reports its walks, probes, candidates, and the links committed and rejected.
+
+Off by default (`sleep.dream_walk_count` 0): measured by folds on both dev benchmarks, the links did not pay in
+every fold (docs/benchmarks.md, "Sleep jobs by folds"). The job then reads nothing and reports zeros.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ Candidate = tuple[str, str, str]  # (memory, memory, strategy)
 async def run_dream(manager: MemoryManager, now: datetime, *, seed: int | None = None) -> dict[str, Any]:
     rng = random.Random(seed if seed is not None else int(now.timestamp()))
     counts = {"walks": 0, "probes": 0, "candidates": 0, "committed": 0, "rejected": 0}
+    if manager.config.sleep.dream_walk_count == 0:
+        return counts
     await manager.flush()  # the bridges search the vector index: bring it up to date first
     for namespace in await manager.records.memory_namespaces():
         pool = await manager.records.dream_pool(namespace)

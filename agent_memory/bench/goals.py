@@ -11,7 +11,7 @@ is beside it.
 
 With `--sleep`, each store is filled, then a copy of it is asked as ingested and again after a full sleep cycle at
 the time of the last question, as a daemon's store is while idle (bench/lifecycle.py: digests, consolidation,
-compression, reweighting, dream links, ...; a consolidated memory or a digest finds every turn it was made from), and
+compression, ...; a consolidated memory or a digest finds every turn it was made from), and
 the recall goals are judged again on it, in rows of their own ("after a sleep cycle"). The store itself is never
 slept: a second run asks it, or a fresh copy of it, as ingested.
 

@@ -1,6 +1,6 @@
 """The lifecycle figure: what a full sleep cycle does to a benchmark's store. After the questions are scored on
 the store as ingested, every sleep job runs once (forgetting policies, decay, tiering, compression, consolidation with
-generative replay, digests, keyword reweighting, dream links, outcome assessment, index upkeep) at the time of the
+generative replay, digests, keyword reweighting and dream links (both off by default), outcome assessment, index upkeep) at the time of the
 last question, and compression and the digest job, if they stopped at their time budget (`deferred`), run again
 until they have caught up, as the daemon's next runs would; then the stored tokens are counted again and the same questions asked again. A consolidated memory or
 a digest counts through its lineage: finding it finds every turn it was made from (harness._turn_keys).

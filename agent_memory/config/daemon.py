@@ -35,7 +35,7 @@ class SleepConfig(Section):
     dream_walk_count: int = Field(default=0, ge=0)
     """Dream exploration (the `dream` job): semi-random walks per namespace, and as many memories probed for cluster
     bridges. Off (0) since 2026-12-07: at 50, inside a full cycle, its links paid LoCoMo dev recall in one fold of
-    three on each store (0.001-0.003), nothing on LongMemEval dev, and lowered LoCoMo's MRR in every fold of the
+    three on each store (0.001-0.003), nothing on LongMemEval dev, and lowered LoCoMo's MRR in two folds of the
     keep-all store (docs/benchmarks.md, "Sleep jobs by folds"). At 0 the job reads nothing and links nothing; the
     links an earlier run made stay (they are in `memory_links` and the graph, and the walk follows them)."""
     dream_walk_length: int = Field(default=4, ge=2)

@@ -220,8 +220,8 @@ async def test_one_speakers_words_echoed_by_the_other_stay_apart_on_the_real_sto
     echoed = (await manager.process_turn("s8", 0, echo, at=T0 + timedelta(days=8))).memory_id
     assert echoed is not None
     run = await manager.run_compaction(now=LATER)
-    (history,) = await manager.records.compactions()
-    assert history.status == "accepted" and sorted(history.source_ids) == sorted(ids[: len(CAREER)]), run.counts
+    (history,) = await manager.records.compactions()  # one group, tried: Caroline's three, never Melanie's echo
+    assert sorted(history.source_ids) == sorted(ids[: len(CAREER)]) and run.counts["groups"] == 1, run.counts
     assert (await manager.get(echoed)).status is MemoryStatus.ACTIVE  # Melanie's stays her own
 
 

@@ -199,10 +199,15 @@ async def test_notes_recall_weighs_a_keyword_hit_by_the_share_of_the_question_it
 
 async def test_notes_recall_ranks_without_the_graph_walk(manager: MemoryManager) -> None:
     """memory_recall's path ranks with notes.graph_weight (0): no note is there as a neighbour of another, while
-    retrieve(), with conversation's walk, lifts notes that share an entity with a hit."""
+    retrieve(), with conversation's walk and its entity step (off by default, on here), lifts notes that share an
+    entity with a hit."""
     notes = load_notes()
     for note in notes.notes:
         await manager.notes.write(note.text, kind="note" if note.kind == "handoff" else note.kind)
+    assert manager.config.retrieval.entity_fanout == 0  # shipped: no entity step, so separate notes have no neighbour
+    for question in notes.queries[:8]:
+        assert all("graph" not in result.layers for result in await manager.retrieve(question.text, k=5))
+    manager.configure_retrieval(manager.config.retrieval.model_copy(update={"entity_fanout": 25}))
     assert manager.config.notes.graph_weight == 0.0 and manager.config.retrieval.graph_weight > 0
     walked = recalled = 0
     for question in notes.queries:

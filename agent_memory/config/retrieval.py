@@ -44,7 +44,10 @@ class RetrievalConfig(Section):
     after it: context_vectors.py) and ranks each memory by the better of its two cosines; false searches only the
     memories' own vectors."""
     grep_weight: float = Field(default=1.0, ge=0.0)
-    """Weight of the ripgrep layer over the raw log (exact numbers, identifiers, quoted text); 0 turns it off."""
+    """Weight of the ripgrep layer over the raw log (exact numbers, identifiers, quoted text); 0 turns it off (and
+    ripgrep is not started). It earns no recall on the dev benchmarks and stays for what they do not ask: a part of
+    an identifier ("9917357" of serial KX9917357), which no word of BM25 holds (docs/benchmarks.md, "Ablations by
+    folds")."""
     grep_names: bool = False
     """grep also searches the query's full names ("Liam Silva", "Bank of America"). Off: it changed nothing on
     LoCoMo, LongMemEval or the coding notes (recall and MRR equal to the fourth decimal) and cost the names' greps;
@@ -59,9 +62,11 @@ class RetrievalConfig(Section):
     graph_seeds: int = Field(default=5, ge=0)
     graph_weight: float = Field(default=0.5, ge=0.0)
     """A neighbour enters with this share of its seed's fused score, halved again for every further hop."""
-    entity_fanout: int = Field(default=25, ge=0)
-    """An entity mentioned by more memories of the namespace than this (a speaker's own name) is too common to link
-    through there. Mentions in other namespaces do not count (migration 0029)."""
+    entity_fanout: int = Field(default=0, ge=0)
+    """The walk's entity step: an entity mentioned by more memories of the namespace than this (a speaker's own
+    name) is too common to link through there; 0 links through no entity. Mentions in other namespaces do not count
+    (migration 0029). Off (0) since 2026-12-07 (25 before): it paid in no more than one LoCoMo dev fold and cost
+    LongMemEval dev (docs/benchmarks.md, "Ablations by folds")."""
     session_weight: float = Field(default=0.3, ge=0.0)
     """How much a session whose turns match as a whole lifts each of its turns."""
     locality_max_chars: int = Field(default=600, ge=0)
@@ -111,8 +116,10 @@ class RetrievalConfig(Section):
     """A keyword or semantic hit scoring under this share of its layer's best hit for the query is left out of
     fusion: on a store not much larger than `candidate_limit`, a layer's tail is the whole store, and a memory on
     two tails outranks one first on one list. 0 keeps every hit."""
-    user_weight: float = Field(default=0.15, ge=0.0)
-    """User turns over assistant turns (the other way when the question is about what the assistant said)."""
+    user_weight: float = Field(default=0.0, ge=0.0)
+    """User turns over assistant turns (the other way when the question is about what the assistant said); 0 turns
+    it off. Off since 2026-12-07 (0.15 before): it changed no LongMemEval dev or coding-notes figure, and LoCoMo's
+    turns have no assistant (docs/benchmarks.md, "Ablations by folds")."""
     gap_floor: float = Field(default=0.3, ge=-1.0, le=1.0)
     """A retrieval whose best semantic similarity is below this found nothing relevant: it opens a retrieval gap."""
     gap_ttl: timedelta = timedelta(days=7)

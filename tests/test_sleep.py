@@ -174,7 +174,7 @@ async def test_reweighting_changes_the_keyword_ranking_and_is_off_by_default(
     """At a boost the thread's word outweighs a rarer one; at the shipped boost (0) the job keeps no weight, and
     takes away what a boost left, so the ranking is plain BM25's again."""
     assert config.sleep.keyword_boost == 0.0
-    boosted = config.model_copy(update={"sleep": SleepConfig(keyword_boost=0.5)})
+    boosted = config.model_copy(update={"sleep": config.sleep.model_copy(update={"keyword_boost": 0.5})})
     thread = [
         "We planted the tomatoes today in the raised garden bed by the old fence.",
         "Those tomatoes will need water twice a day once July comes around.",
@@ -246,7 +246,7 @@ async def test_dream_is_off_by_default_and_links_nothing(config: Config, embedde
 async def test_dream_commits_links_above_the_threshold_and_the_graph_keeps_them(
     config: Config, embedder: Embedder
 ) -> None:
-    config = config.model_copy(update={"sleep": SleepConfig(dream_walk_count=50)})
+    config = config.model_copy(update={"sleep": config.sleep.model_copy(update={"dream_walk_count": 50})})
     async with MemoryManager.open(config, embedder=embedder) as manager:
         for session, text in STARTER:
             await manager.process_turn(session, 0, text, at=T0)
@@ -277,7 +277,8 @@ async def test_dream_commits_links_above_the_threshold_and_the_graph_keeps_them(
 
 
 async def test_dream_commits_nothing_below_the_threshold(config: Config, embedder: Embedder) -> None:
-    strict = config.model_copy(update={"sleep": SleepConfig(dream_walk_count=50, dream_similarity_threshold=0.99)})
+    dreaming = {"dream_walk_count": 50, "dream_similarity_threshold": 0.99}
+    strict = config.model_copy(update={"sleep": config.sleep.model_copy(update=dreaming)})
     async with MemoryManager.open(strict, embedder=embedder) as manager:
         for session, text in STARTER:
             await manager.process_turn(session, 0, text, at=T0)
